@@ -1,0 +1,124 @@
+// Package record defines the metadata kept for every request the gateway
+// serves (SPEC.md §7, §10): identity, routing, status, tokens, event counts,
+// attempts, the timeline fields and the diagnosis. It holds no prompt, no
+// response, no key and no plaintext user identity, and has no field that
+// could: every string in it is chosen by the operator's configuration or the
+// gateway, or is a model name, a status or an error summary the gateway
+// wrote itself.
+package record
+
+import (
+	"time"
+
+	"github.com/ttfx/ttfx/internal/timeline"
+)
+
+// Terminal statuses of a request (SPEC.md §5).
+const (
+	StatusOK                   = "ok"
+	StatusClientCancelled      = "client_cancelled"
+	StatusUpstreamHTTPError    = "upstream_http_error"
+	StatusUpstreamConnectError = "upstream_connect_error"
+	StatusHeaderTimeout        = "header_timeout"
+	StatusFirstOutputTimeout   = "first_output_timeout"
+	StatusIdleTimeout          = "idle_timeout"
+	StatusTotalTimeout         = "total_timeout"
+	StatusUpstreamStreamError  = "upstream_stream_error"
+	StatusTruncated            = "truncated"
+	StatusAuthFailed           = "auth_failed"
+	StatusBadRequest           = "bad_request"
+	StatusNoChannel            = "no_channel"
+	StatusRateLimited          = "rate_limited"
+)
+
+// Statuses lists every terminal status, ok first.
+var Statuses = []string{
+	StatusOK, StatusClientCancelled, StatusUpstreamHTTPError, StatusUpstreamConnectError,
+	StatusHeaderTimeout, StatusFirstOutputTimeout, StatusIdleTimeout, StatusTotalTimeout,
+	StatusUpstreamStreamError, StatusTruncated, StatusAuthFailed, StatusBadRequest,
+	StatusNoChannel, StatusRateLimited,
+}
+
+// Token sources.
+const (
+	TokensUsage    = "usage"    // the provider's usage report
+	TokensEstimate = "estimate" // counted with the tokenizer over the visible text
+)
+
+// Record is the metadata of one request. The timeline fields of SPEC.md §1
+// are at the top level (embedded), under their contract names.
+type Record struct {
+	RequestID string    `json:"request_id"`
+	Timestamp time.Time `json:"timestamp"`           // wall-clock time of t0, UTC
+	API       string    `json:"api"`                 // openai.chat, openai.responses, openai.completions, openai.embeddings, openai.models, anthropic, gemini
+	Route     string    `json:"route"`               // the endpoint pattern the client called, e.g. "POST /v1/chat/completions"
+	Model     string    `json:"model"`               // the model the client asked for; empty if it named none
+	Group     string    `json:"group"`               // the client key's group; empty for none
+	KeyName   string    `json:"key_name"`            // the configured name of the client key, never the key
+	UserHash  string    `json:"user_hash,omitempty"` // keyed hash of a client-sent user id; empty if none was sent
+
+	Channel  string `json:"channel"`  // the channel of the relayed (or last) attempt; empty if none was chosen
+	Region   string `json:"region"`   // that channel's coarse region from the configuration
+	Provider string `json:"provider"` // that channel's upstream host (or "sim" for the built-in simulator)
+
+	Status       string `json:"status"`        // terminal status, one of Statuses
+	HTTPStatus   int    `json:"http_status"`   // status code sent to the client; 0 if none was sent
+	Error        string `json:"error"`         // short error summary written by the gateway; empty when ok
+	Stream       bool   `json:"stream"`        // the client asked for a streaming response
+	Terminal     string `json:"terminal"`      // how the upstream stream ended: done, truncated, error; empty when not streamed
+	FinishReason string `json:"finish_reason"` // the provider's finish/stop reason, if it gave one
+
+	timeline.Fields
+	VisibleOutputTPS    timeline.Rate `json:"visible_output_tps"`     // visible tokens / visible window (§3)
+	InterTokenLatencyMs timeline.Span `json:"inter_token_latency_ms"` // visible window / (visible tokens − 1)
+
+	Tokens    Tokens    `json:"tokens"`
+	Events    Events    `json:"events"`
+	Inflight  Inflight  `json:"inflight"`
+	Attempts  []Attempt `json:"attempts"`
+	Diagnosis []string  `json:"diagnosis"` // labels of §4 and terminal status verdicts, primary first; empty for none
+}
+
+// Tokens are the token counts of a request; a nil count is unknown.
+type Tokens struct {
+	Input     *int   `json:"input"`
+	Output    *int   `json:"output"`
+	Reasoning *int   `json:"reasoning"`
+	Visible   *int   `json:"visible"` // output − reasoning, or the tokenizer's count of the visible text
+	Source    string `json:"source"`  // TokensUsage or TokensEstimate; empty when nothing was counted
+}
+
+// Events counts dispatched stream events by kind (SPEC.md §2). Each event is
+// counted once, under the most significant kind it carries; SSE comment
+// lines count as heartbeats.
+type Events struct {
+	Heartbeat int `json:"heartbeat"`
+	Metadata  int `json:"metadata"`
+	Reasoning int `json:"reasoning"`
+	Tool      int `json:"tool"`
+	Text      int `json:"text"`
+	Done      int `json:"done"`
+	Error     int `json:"error"`
+	Unknown   int `json:"unknown"`
+}
+
+// Inflight is how many requests were in flight when this one arrived,
+// including itself.
+type Inflight struct {
+	Gateway int `json:"gateway"`
+	Channel int `json:"channel"` // on the channel of the first attempt, this one included; 0 if none was chosen
+}
+
+// Attempt is one upstream attempt with its own timing and outcome.
+type Attempt struct {
+	Channel             string          `json:"channel"`
+	UpstreamStartMs     timeline.Offset `json:"upstream_start_ms"`      // t1 − t0 of the request
+	UpstreamHeadersMs   timeline.Span   `json:"upstream_headers_ms"`    // t2 − t1 of this attempt
+	UpstreamHeadersAtMs timeline.Offset `json:"upstream_headers_at_ms"` // t2 − t0
+	Status              string          `json:"status"`                 // ok for the relayed attempt that succeeded, else why it failed
+	HTTPStatus          int             `json:"http_status"`            // upstream status code; 0 if no response
+	Error               string          `json:"error"`                  // short summary; empty when ok
+}
+
+// Int returns a pointer to n, for Tokens.
+func Int(n int) *int { return &n }
