@@ -1,0 +1,127 @@
+// Package auth identifies the caller of a request by its key. Keys are kept
+// only as SHA-256 hashes and compared in constant time (SPEC.md §5, §7).
+package auth
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// Role is what a key may do.
+type Role string
+
+const (
+	RoleAdmin  Role = "admin"  // reads all metadata
+	RoleViewer Role = "viewer" // reads the metadata of its group
+	RoleClient Role = "client" // calls the model APIs; reads only its own requests by id
+)
+
+// ParseRole checks a role name from the configuration.
+func ParseRole(s string) (Role, error) {
+	switch r := Role(s); r {
+	case RoleAdmin, RoleViewer, RoleClient:
+		return r, nil
+	}
+	return "", fmt.Errorf("unknown role %q (want admin, viewer or client)", s)
+}
+
+// Principal is the identity a key resolves to.
+type Principal struct {
+	Name  string // the key's configured name
+	Role  Role
+	Group string // empty: no group
+}
+
+// Hash is the SHA-256 of a key. API keys are long random strings, so a fast
+// unsalted hash is enough to keep them from being recovered from storage.
+type Hash [sha256.Size]byte
+
+// HashKey hashes a key.
+func HashKey(key string) Hash { return sha256.Sum256([]byte(key)) }
+
+// String returns the hash in hex.
+func (h Hash) String() string { return hex.EncodeToString(h[:]) }
+
+// ParseHash reads a hash written by String.
+func ParseHash(s string) (Hash, error) {
+	var h Hash
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != len(h) {
+		return h, fmt.Errorf("invalid key hash %q", s)
+	}
+	copy(h[:], b)
+	return h, nil
+}
+
+// Entry is one known key.
+type Entry struct {
+	Principal
+	Hash Hash
+}
+
+// Keyring holds the known keys. It is immutable after NewKeyring and safe
+// for concurrent use.
+type Keyring struct {
+	entries []Entry
+}
+
+// NewKeyring returns a keyring of the given entries.
+func NewKeyring(entries []Entry) *Keyring {
+	return &Keyring{entries: append([]Entry(nil), entries...)}
+}
+
+// Lookup returns the principal of key. It compares the key's hash with every
+// entry's in constant time and does not stop at a match, so the time it takes
+// says nothing about which key, or how much of one, matched.
+func (k *Keyring) Lookup(key string) (Principal, bool) {
+	if key == "" {
+		return Principal{}, false
+	}
+	h := HashKey(key)
+	found := -1
+	for i := range k.entries {
+		if subtle.ConstantTimeCompare(h[:], k.entries[i].Hash[:]) == 1 {
+			found = i
+		}
+	}
+	if found < 0 {
+		return Principal{}, false
+	}
+	return k.entries[found].Principal, true
+}
+
+// Entries returns the keyring's entries (hashes only).
+func (k *Keyring) Entries() []Entry { return append([]Entry(nil), k.entries...) }
+
+// FromRequest returns the key a client presented: `Authorization: Bearer`,
+// `x-api-key` (Anthropic), `x-goog-api-key` or the `key` query parameter
+// (Gemini), in that order. It returns "" when there is none.
+func FromRequest(r *http.Request) string {
+	if h := r.Header.Get("Authorization"); h != "" {
+		if scheme, token, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
+			return strings.TrimSpace(token)
+		}
+	}
+	if h := r.Header.Get("X-Api-Key"); h != "" {
+		return h
+	}
+	if h := r.Header.Get("X-Goog-Api-Key"); h != "" {
+		return h
+	}
+	return r.URL.Query().Get("key")
+}
+
+// NewKey returns a new random key with the given prefix ("ttfx-admin-…").
+func NewKey(prefix string) string {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("auth: crypto/rand: " + err.Error())
+	}
+	return prefix + base64.RawURLEncoding.EncodeToString(b[:])
+}
