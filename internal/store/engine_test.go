@@ -1,0 +1,189 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ttfx/ttfx/internal/record"
+	"github.com/ttfx/ttfx/internal/timeline"
+)
+
+// The same tests run on every engine: SQLite in a real file in t.TempDir(),
+// and PostgreSQL when TTFX_TEST_POSTGRES names a server (a DSN, e.g. what
+// scripts/ci-postgres.sh prints). Without it the PostgreSQL runs skip, or
+// fail when TTFX_REQUIRE_ALL=1 (CI).
+
+type engine struct {
+	name string
+	open func(t testing.TB) (Store, string) // the store and its DSN
+}
+
+func engines() []engine {
+	return []engine{
+		{"sqlite", openTestSQLite},
+		{"postgres", openTestPostgres},
+	}
+}
+
+// forEachEngine runs fn as a subtest per engine, each with a fresh store.
+func forEachEngine(t *testing.T, fn func(t *testing.T, s Store)) {
+	t.Helper()
+	for _, e := range engines() {
+		t.Run(e.name, func(t *testing.T) {
+			s, _ := e.open(t)
+			fn(t, s)
+		})
+	}
+}
+
+func openTestSQLite(t testing.TB) (Store, string) {
+	t.Helper()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "ttfx.db")
+	s, err := Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatalf("open %s: %v", dsn, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, dsn
+}
+
+// postgresDSN returns the test server's DSN, or skips (fails under
+// TTFX_REQUIRE_ALL=1) when there is none.
+func postgresDSN(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv("TTFX_TEST_POSTGRES")
+	if dsn == "" {
+		if os.Getenv("TTFX_REQUIRE_ALL") == "1" {
+			t.Fatal("TTFX_TEST_POSTGRES is not set and TTFX_REQUIRE_ALL=1: run `eval \"$(bash scripts/ci-postgres.sh)\"` first")
+		}
+		t.Skip("PostgreSQL tests need TTFX_TEST_POSTGRES (a DSN); `eval \"$(bash scripts/ci-postgres.sh)\"` sets it")
+	}
+	return dsn
+}
+
+// openTestPostgres opens a store in a schema of its own, dropped at the
+// end, so tests do not see each other's records.
+func openTestPostgres(t testing.TB) (Store, string) {
+	t.Helper()
+	dsn := withSchema(t, postgresDSN(t))
+	s, err := Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatalf("open postgres: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, dsn
+}
+
+// withSchema creates a fresh schema and returns dsn with its search_path.
+func withSchema(t testing.TB, dsn string) string {
+	t.Helper()
+	var b [6]byte
+	rand.Read(b[:])
+	schema := "ttfx_test_" + hex.EncodeToString(b[:])
+	admin, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := admin.ExecContext(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("create schema (is PostgreSQL at TTFX_TEST_POSTGRES up?): %v", err)
+	}
+	t.Cleanup(func() {
+		db, err := sql.Open("pgx", dsn)
+		if err != nil {
+			return
+		}
+		defer db.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := db.ExecContext(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Logf("drop schema %s: %v", schema, err)
+		}
+	})
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("TTFX_TEST_POSTGRES: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+var testBase = time.Date(2025, 3, 14, 9, 26, 53, 589793238, time.UTC)
+
+func ms(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+
+// fullRecord is a record with every field present and distinct.
+func fullRecord(id string, ts time.Time) record.Record {
+	return record.Record{
+		RequestID: id, Timestamp: ts,
+		API: "openai.chat", Route: "POST /v1/chat/completions", Model: "gpt-4o-mini", Group: "team-a",
+		KeyName: "team-a-app", UserHash: "5f2b9c0e4a1d7e3b8c6a9f0d2e4b1c7a",
+		Channel: "openai-eu", Region: "eu", Provider: "api.example.test",
+		Status: record.StatusOK, HTTPStatus: 200, Stream: true, Terminal: "done", FinishReason: "stop",
+		Fields: timeline.Fields{
+			AuthMs:              timeline.SpanOf(ms(0.118)),
+			DistributionMs:      timeline.SpanOf(ms(0.021)),
+			BodyReadMs:          timeline.SpanOf(ms(0.455)),
+			UpstreamHeadersMs:   timeline.SpanOf(ms(240.25)),
+			UpstreamStartMs:     timeline.At(ms(1.5)),
+			UpstreamHeadersAtMs: timeline.At(ms(241.75)),
+			FirstSSEEventMs:     timeline.At(ms(250.125)),
+			FirstResponseMs:     timeline.At(ms(2900.5)),
+			FirstTextDeltaMs:    timeline.At(ms(8700.000001)),
+			FirstTextSentMs:     timeline.At(ms(8700.2)),
+			UpstreamDoneMs:      timeline.At(ms(10150)),
+			TotalHandlerMs:      timeline.At(ms(10200.333)),
+		},
+		VisibleOutputTPS:    timeline.RateOf(55.125),
+		InterTokenLatencyMs: timeline.SpanOf(ms(18.2)),
+		Tokens:              record.Tokens{Input: record.Int(1200), Output: record.Int(380), Reasoning: record.Int(300), Visible: record.Int(80), Source: record.TokensUsage},
+		Events:              record.Events{Heartbeat: 3, Metadata: 2, Reasoning: 40, Tool: 5, Text: 80, Done: 1, Error: 0, Unknown: 1},
+		Inflight:            record.Inflight{Gateway: 17, Channel: 4},
+		Attempts: []record.Attempt{
+			{Channel: "openai-us", UpstreamStartMs: timeline.At(ms(1.2)), Status: record.StatusUpstreamConnectError, Error: "dial tcp: connection refused"},
+			{Channel: "openai-eu", UpstreamStartMs: timeline.At(ms(1.5)), UpstreamHeadersMs: timeline.SpanOf(ms(240.25)),
+				UpstreamHeadersAtMs: timeline.At(ms(241.75)), Status: record.StatusOK, HTTPStatus: 200},
+		},
+		Diagnosis: []string{"response_to_text_gap", "local_overhead"},
+	}
+}
+
+// sparseRecord is a request that failed before anything happened: every
+// mark absent, no tokens, no attempts, no labels.
+func sparseRecord(id string, ts time.Time) record.Record {
+	return record.Record{
+		RequestID: id, Timestamp: ts, API: "anthropic", Route: "POST /v1/messages",
+		Status: record.StatusAuthFailed, HTTPStatus: 401, Error: "invalid key",
+		Attempts: []record.Attempt{}, Diagnosis: []string{},
+	}
+}
+
+// insert stores recs or fails the test.
+func insert(t testing.TB, s Store, recs ...record.Record) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Insert(ctx, recs); err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func idN(i int) string { return fmt.Sprintf("req-%06d", i) }

@@ -1,0 +1,504 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ttfx/ttfx/internal/record"
+	"github.com/ttfx/ttfx/internal/timeline"
+)
+
+// sqlStore is the Store of both engines.
+type sqlStore struct {
+	d     dialect
+	write *sql.DB // inserts and deletes
+	read  *sql.DB // queries; the same pool as write on PostgreSQL
+}
+
+func (s *sqlStore) Engine() string { return s.d.name }
+
+func (s *sqlStore) Ping(ctx context.Context) error { return s.write.PingContext(ctx) }
+
+func (s *sqlStore) Close() error {
+	err := s.write.Close()
+	if s.read != s.write {
+		err = errors.Join(err, s.read.Close())
+	}
+	return err
+}
+
+// The columns of requests, in the order requestArgs and scanRecord use.
+var requestColumns = []string{
+	"request_id", "timestamp_ns", "api", "route", "model", "group_name", "key_name", "user_hash",
+	"channel", "region", "provider", "status", "http_status", "error", "stream", "terminal", "finish_reason",
+	"auth_ms", "distribution_ms", "body_read_ms", "upstream_headers_ms", "upstream_start_ms",
+	"upstream_headers_at_ms", "first_sse_event_ms", "first_response_ms", "first_text_delta_ms",
+	"first_text_sent_ms", "upstream_done_ms", "total_handler_ms", "visible_output_tps", "inter_token_latency_ms",
+	"tokens_input", "tokens_output", "tokens_reasoning", "tokens_visible", "tokens_source",
+	"events_heartbeat", "events_metadata", "events_reasoning", "events_tool", "events_text",
+	"events_done", "events_error", "events_unknown",
+	"inflight_gateway", "inflight_channel",
+}
+
+var attemptColumns = []string{
+	"request_id", "attempt", "channel", "upstream_start_ms", "upstream_headers_ms",
+	"upstream_headers_at_ms", "status", "http_status", "error",
+}
+
+var labelColumns = []string{"request_id", "position", "label"}
+
+// selectRecord is the column list of a record read, over the alias r.
+var selectRecord = "r." + strings.Join(requestColumns, ", r.")
+
+// maxParams bounds the placeholders of one statement: SQLite allows 32766,
+// PostgreSQL 65535.
+const maxParams = 30000
+
+func spanArg(s timeline.Span) any {
+	if ms, ok := s.Ms(); ok {
+		return ms
+	}
+	return nil
+}
+
+func offsetArg(o timeline.Offset) any {
+	if ms, ok := o.Ms(); ok {
+		return ms
+	}
+	return nil
+}
+
+func rateArg(r timeline.Rate) any {
+	if v, ok := r.Get(); ok {
+		return v
+	}
+	return nil
+}
+
+func intArg(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return int64(*p)
+}
+
+func requestArgs(args []any, r *record.Record) []any {
+	f := &r.Fields
+	return append(args,
+		r.RequestID, r.Timestamp.UnixNano(),
+		clean(r.API, maxNameLen), clean(r.Route, maxNameLen), clean(r.Model, maxNameLen),
+		clean(r.Group, maxNameLen), clean(r.KeyName, maxNameLen), clean(r.UserHash, maxNameLen),
+		clean(r.Channel, maxNameLen), clean(r.Region, maxNameLen), clean(r.Provider, maxNameLen),
+		clean(r.Status, maxNameLen), int64(r.HTTPStatus), clean(r.Error, maxErrorLen), r.Stream,
+		clean(r.Terminal, maxNameLen), clean(r.FinishReason, maxNameLen),
+		spanArg(f.AuthMs), spanArg(f.DistributionMs), spanArg(f.BodyReadMs), spanArg(f.UpstreamHeadersMs),
+		offsetArg(f.UpstreamStartMs), offsetArg(f.UpstreamHeadersAtMs), offsetArg(f.FirstSSEEventMs),
+		offsetArg(f.FirstResponseMs), offsetArg(f.FirstTextDeltaMs), offsetArg(f.FirstTextSentMs),
+		offsetArg(f.UpstreamDoneMs), offsetArg(f.TotalHandlerMs),
+		rateArg(r.VisibleOutputTPS), spanArg(r.InterTokenLatencyMs),
+		intArg(r.Tokens.Input), intArg(r.Tokens.Output), intArg(r.Tokens.Reasoning), intArg(r.Tokens.Visible),
+		clean(r.Tokens.Source, maxNameLen),
+		int64(clampCount(r.Events.Heartbeat)), int64(clampCount(r.Events.Metadata)),
+		int64(clampCount(r.Events.Reasoning)), int64(clampCount(r.Events.Tool)),
+		int64(clampCount(r.Events.Text)), int64(clampCount(r.Events.Done)),
+		int64(clampCount(r.Events.Error)), int64(clampCount(r.Events.Unknown)),
+		int64(clampCount(r.Inflight.Gateway)), int64(clampCount(r.Inflight.Channel)),
+	)
+}
+
+// insertSQL caches the text of multi-row inserts by table and row count.
+var insertSQL sync.Map // string → string
+
+func insertStatement(d *dialect, table string, cols []string, rows int) string {
+	key := d.name + "/" + table + "/" + strconv.Itoa(rows)
+	if q, ok := insertSQL.Load(key); ok {
+		return q.(string)
+	}
+	var b strings.Builder
+	b.WriteString("INSERT INTO ")
+	b.WriteString(table)
+	b.WriteString(" (")
+	b.WriteString(strings.Join(cols, ", "))
+	b.WriteString(") VALUES ")
+	n := 1
+	for i := range rows {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteByte('(')
+		for j := range cols {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			if d.numbered {
+				b.WriteByte('$')
+				b.WriteString(strconv.Itoa(n))
+			} else {
+				b.WriteByte('?')
+			}
+			n++
+		}
+		b.WriteByte(')')
+	}
+	// A retried batch, or a record written twice, is kept once.
+	b.WriteString(" ON CONFLICT DO NOTHING")
+	q := b.String()
+	insertSQL.Store(key, q)
+	return q
+}
+
+// execRows inserts rows of len(cols) arguments each, in statements of at
+// most maxParams placeholders.
+func execRows(ctx context.Context, d *dialect, tx *sql.Tx, table string, cols []string, args []any) error {
+	perStmt := maxParams / len(cols)
+	for len(args) > 0 {
+		n := min(len(args)/len(cols), perStmt)
+		chunk := args[:n*len(cols)]
+		if _, err := tx.ExecContext(ctx, insertStatement(d, table, cols, n), chunk...); err != nil {
+			return fmt.Errorf("insert %s: %w", table, err)
+		}
+		args = args[len(chunk):]
+	}
+	return nil
+}
+
+func (s *sqlStore) Insert(ctx context.Context, recs []record.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	for i := range recs {
+		if err := Validate(&recs[i]); err != nil {
+			return err
+		}
+	}
+	reqArgs := make([]any, 0, len(recs)*len(requestColumns))
+	var attArgs, labArgs []any
+	for i := range recs {
+		r := &recs[i]
+		reqArgs = requestArgs(reqArgs, r)
+		for j, a := range r.Attempts[:min(len(r.Attempts), maxAttempts)] {
+			attArgs = append(attArgs, r.RequestID, int64(j), clean(a.Channel, maxNameLen),
+				offsetArg(a.UpstreamStartMs), spanArg(a.UpstreamHeadersMs), offsetArg(a.UpstreamHeadersAtMs),
+				clean(a.Status, maxNameLen), int64(a.HTTPStatus), clean(a.Error, maxErrorLen))
+		}
+		for j, l := range r.Diagnosis[:min(len(r.Diagnosis), maxLabels)] {
+			labArgs = append(labArgs, r.RequestID, int64(j), clean(l, maxNameLen))
+		}
+	}
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("insert: %w", err)
+	}
+	defer tx.Rollback()
+	if err := execRows(ctx, &s.d, tx, "requests", requestColumns, reqArgs); err != nil {
+		return err
+	}
+	if err := execRows(ctx, &s.d, tx, "request_attempts", attemptColumns, attArgs); err != nil {
+		return err
+	}
+	if err := execRows(ctx, &s.d, tx, "request_labels", labelColumns, labArgs); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("insert: commit: %w", err)
+	}
+	return nil
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+func scanRecord(sc scanner) (record.Record, error) {
+	var r record.Record
+	var ts int64
+	var tokens [4]sql.NullInt64
+	f := &r.Fields
+	err := sc.Scan(
+		&r.RequestID, &ts, &r.API, &r.Route, &r.Model, &r.Group, &r.KeyName, &r.UserHash,
+		&r.Channel, &r.Region, &r.Provider, &r.Status, &r.HTTPStatus, &r.Error, &r.Stream, &r.Terminal, &r.FinishReason,
+		&f.AuthMs, &f.DistributionMs, &f.BodyReadMs, &f.UpstreamHeadersMs, &f.UpstreamStartMs,
+		&f.UpstreamHeadersAtMs, &f.FirstSSEEventMs, &f.FirstResponseMs, &f.FirstTextDeltaMs,
+		&f.FirstTextSentMs, &f.UpstreamDoneMs, &f.TotalHandlerMs, &r.VisibleOutputTPS, &r.InterTokenLatencyMs,
+		&tokens[0], &tokens[1], &tokens[2], &tokens[3], &r.Tokens.Source,
+		&r.Events.Heartbeat, &r.Events.Metadata, &r.Events.Reasoning, &r.Events.Tool, &r.Events.Text,
+		&r.Events.Done, &r.Events.Error, &r.Events.Unknown,
+		&r.Inflight.Gateway, &r.Inflight.Channel,
+	)
+	if err != nil {
+		return r, err
+	}
+	r.Timestamp = time.Unix(0, ts).UTC()
+	for i, p := range []**int{&r.Tokens.Input, &r.Tokens.Output, &r.Tokens.Reasoning, &r.Tokens.Visible} {
+		if tokens[i].Valid {
+			*p = record.Int(int(tokens[i].Int64))
+		}
+	}
+	// The API always shows lists, never null (SPEC.md §10: "attempts",
+	// "diagnosis" are lists, empty when there are none).
+	r.Attempts = []record.Attempt{}
+	r.Diagnosis = []string{}
+	return r, nil
+}
+
+func (s *sqlStore) Get(ctx context.Context, id string) (record.Record, error) {
+	if id == "" || len(id) > MaxIDLen {
+		return record.Record{}, ErrNotFound
+	}
+	row := s.read.QueryRowContext(ctx, "SELECT "+selectRecord+" FROM requests r WHERE r.request_id = $1", id)
+	r, err := scanRecord(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return record.Record{}, ErrNotFound
+	}
+	if err != nil {
+		return record.Record{}, fmt.Errorf("get %s: %w", id, err)
+	}
+	recs := []record.Record{r}
+	if err := s.attach(ctx, s.read, recs); err != nil {
+		return record.Record{}, err
+	}
+	return recs[0], nil
+}
+
+// querier is a *sql.DB or *sql.Tx.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// attach reads the attempts and labels of recs.
+func (s *sqlStore) attach(ctx context.Context, q querier, recs []record.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	byID := make(map[string]*record.Record, len(recs))
+	args := make([]any, len(recs))
+	marks := make([]string, len(recs))
+	for i := range recs {
+		byID[recs[i].RequestID] = &recs[i]
+		args[i] = recs[i].RequestID
+		marks[i] = "$" + strconv.Itoa(i+1)
+	}
+	in := "(" + strings.Join(marks, ", ") + ")"
+
+	rows, err := q.QueryContext(ctx, `SELECT request_id, channel, upstream_start_ms, upstream_headers_ms,
+		upstream_headers_at_ms, status, http_status, error
+		FROM request_attempts WHERE request_id IN `+in+` ORDER BY request_id, attempt`, args...)
+	if err != nil {
+		return fmt.Errorf("read attempts: %w", err)
+	}
+	for rows.Next() {
+		var id string
+		var a record.Attempt
+		if err := rows.Scan(&id, &a.Channel, &a.UpstreamStartMs, &a.UpstreamHeadersMs,
+			&a.UpstreamHeadersAtMs, &a.Status, &a.HTTPStatus, &a.Error); err != nil {
+			rows.Close()
+			return fmt.Errorf("read attempts: %w", err)
+		}
+		if r := byID[id]; r != nil {
+			r.Attempts = append(r.Attempts, a)
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return fmt.Errorf("read attempts: %w", err)
+	}
+
+	rows, err = q.QueryContext(ctx, `SELECT request_id, label FROM request_labels
+		WHERE request_id IN `+in+` ORDER BY request_id, position`, args...)
+	if err != nil {
+		return fmt.Errorf("read labels: %w", err)
+	}
+	for rows.Next() {
+		var id, label string
+		if err := rows.Scan(&id, &label); err != nil {
+			rows.Close()
+			return fmt.Errorf("read labels: %w", err)
+		}
+		if r := byID[id]; r != nil {
+			r.Diagnosis = append(r.Diagnosis, label)
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return fmt.Errorf("read labels: %w", err)
+	}
+	return nil
+}
+
+// builder collects the conditions and arguments of a WHERE clause.
+type builder struct {
+	conds []string
+	args  []any
+}
+
+// arg adds an argument and returns its placeholder.
+func (b *builder) arg(v any) string {
+	b.args = append(b.args, v)
+	return "$" + strconv.Itoa(len(b.args))
+}
+
+func (b *builder) cond(c string) { b.conds = append(b.conds, c) }
+
+func (b *builder) where() string {
+	if len(b.conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(b.conds, " AND ")
+}
+
+// match adds the conditions of f over the alias r.
+func (b *builder) match(f *Filter) {
+	if !f.From.IsZero() {
+		b.cond("r.timestamp_ns >= " + b.arg(f.From.UnixNano()))
+	}
+	if !f.To.IsZero() {
+		b.cond("r.timestamp_ns < " + b.arg(f.To.UnixNano()))
+	}
+	eq := func(col, v string) {
+		if v != "" {
+			b.cond("r." + col + " = " + b.arg(v))
+		}
+	}
+	eq("model", f.Model)
+	eq("channel", f.Channel)
+	eq("group_name", f.Group)
+	eq("status", f.Status)
+	eq("key_name", f.KeyName)
+	if f.Label != "" {
+		b.cond("EXISTS (SELECT 1 FROM request_labels l WHERE l.request_id = r.request_id AND l.label = " + b.arg(f.Label) + ")")
+	}
+}
+
+// A cursor is the (timestamp, id) of the last record of a page, which is
+// where the next page, ordered by the same pair descending, starts after.
+// It is opaque to clients.
+func encodeCursor(r *record.Record) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(r.Timestamp.UnixNano(), 10) + "." + r.RequestID))
+}
+
+func decodeCursor(c string) (int64, string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return 0, "", ErrBadCursor
+	}
+	ts, id, ok := strings.Cut(string(b), ".")
+	if !ok || id == "" {
+		return 0, "", ErrBadCursor
+	}
+	n, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return 0, "", ErrBadCursor
+	}
+	return n, id, nil
+}
+
+func (s *sqlStore) List(ctx context.Context, f Filter) (Page, error) {
+	limit := f.Limit
+	switch {
+	case limit == 0:
+		limit = DefaultLimit
+	case limit < 0 || limit > MaxLimit:
+		return Page{}, fmt.Errorf("%w: limit %d (want 1..%d)", ErrBadQuery, limit, MaxLimit)
+	}
+	var b builder
+	b.match(&f)
+	if f.Cursor != "" {
+		ts, id, err := decodeCursor(f.Cursor)
+		if err != nil {
+			return Page{}, err
+		}
+		b.cond("(r.timestamp_ns, r.request_id) < (" + b.arg(ts) + ", " + b.arg(id) + ")")
+	}
+	q := "SELECT " + selectRecord + " FROM requests r" + b.where() +
+		" ORDER BY r.timestamp_ns DESC, r.request_id DESC LIMIT " + b.arg(limit+1)
+	rows, err := s.read.QueryContext(ctx, q, b.args...)
+	if err != nil {
+		return Page{}, fmt.Errorf("list: %w", err)
+	}
+	recs := make([]record.Record, 0, min(limit+1, 64))
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			rows.Close()
+			return Page{}, fmt.Errorf("list: %w", err)
+		}
+		recs = append(recs, r)
+	}
+	if err := rows.Close(); err != nil {
+		return Page{}, fmt.Errorf("list: %w", err)
+	}
+	var p Page
+	if len(recs) > limit {
+		recs = recs[:limit]
+		p.Next = encodeCursor(&recs[limit-1])
+	}
+	if err := s.attach(ctx, s.read, recs); err != nil {
+		return Page{}, err
+	}
+	p.Records = recs
+	return p, nil
+}
+
+// DefaultDeleteLimit is the batch size of DeleteBefore when limit is 0.
+const DefaultDeleteLimit = 1000
+
+func (s *sqlStore) DeleteBefore(ctx context.Context, t time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		limit = DefaultDeleteLimit
+	}
+	limit = min(limit, maxParams)
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("delete: %w", err)
+	}
+	defer tx.Rollback()
+	// Select the ids first and delete by id from every table, so that the
+	// three deletes agree on the set even while records are being written.
+	rows, err := tx.QueryContext(ctx, `SELECT request_id FROM requests WHERE timestamp_ns < $1
+		ORDER BY timestamp_ns, request_id LIMIT $2`, t.UnixNano(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete: %w", err)
+	}
+	var ids []any
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("delete: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Close(); err != nil {
+		return 0, fmt.Errorf("delete: %w", err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	marks := make([]string, len(ids))
+	for i := range ids {
+		marks[i] = "$" + strconv.Itoa(i+1)
+	}
+	in := " WHERE request_id IN (" + strings.Join(marks, ", ") + ")"
+	if _, err := tx.ExecContext(ctx, "DELETE FROM request_labels"+in, ids...); err != nil {
+		return 0, fmt.Errorf("delete labels: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM request_attempts"+in, ids...); err != nil {
+		return 0, fmt.Errorf("delete attempts: %w", err)
+	}
+	res, err := tx.ExecContext(ctx, "DELETE FROM requests"+in, ids...)
+	if err != nil {
+		return 0, fmt.Errorf("delete requests: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("delete requests: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("delete: commit: %w", err)
+	}
+	return int(n), nil
+}

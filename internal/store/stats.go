@@ -1,0 +1,525 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ttfx/ttfx/internal/record"
+)
+
+// PercentileMethod names, for every answer that carries percentiles, how
+// they were computed. ttfx computes them itself from the stored values, so
+// SQLite and PostgreSQL give the same numbers for the same records.
+const PercentileMethod = "R-7: linear interpolation between closest ranks (the default of numpy.percentile, " +
+	"R's quantile type 7 and Excel's PERCENTILE.INC). The n present values are sorted x[0] <= ... <= x[n-1]; " +
+	"for p in [0,1], h = (n-1)*p and the percentile is x[floor(h)] + (h - floor(h)) * (x[floor(h)+1] - x[floor(h)]). " +
+	"Absent values are excluded and counted in absent; computed by ttfx in Go, identically on SQLite and PostgreSQL."
+
+// StatField is a per-request value that Stats summarises.
+type StatField struct {
+	Name       string // the contract name (SPEC.md §1)
+	Definition string // one sentence: what it measures, from which origin
+	cols       []string
+	// derive computes the value from cols' values, each valid; nil means
+	// the value is cols[0] itself.
+	derive func(v []float64) float64
+}
+
+// StatFields lists the fields Stats summarises, in the order of the
+// request timeline.
+var StatFields = []StatField{
+	{Name: "auth_ms", cols: []string{"auth_ms"},
+		Definition: "Duration of authenticating the client key (local phase, its own origin)."},
+	{Name: "distribution_ms", cols: []string{"distribution_ms"},
+		Definition: "Duration of channel selection and routing (local phase, its own origin)."},
+	{Name: "body_read_ms", cols: []string{"body_read_ms"},
+		Definition: "Duration of reading the client's request body (local phase, its own origin; finds slow uploads)."},
+	{Name: "upstream_headers_ms", cols: []string{"upstream_headers_ms"},
+		Definition: "t2 − t1 of the relayed attempt: upstream request start to upstream response headers (origin t1, not t0; network, admission, queue)."},
+	{Name: "first_sse_event_ms", cols: []string{"first_sse_event_ms"},
+		Definition: "t3 − t0: gateway receipt to the first SSE event carrying data (comments never count; it may be metadata only)."},
+	{Name: "first_response_ms", cols: []string{"first_response_ms"},
+		Definition: "t4 − t0: gateway receipt to the first effective content or action — text, reasoning or tool-call arguments with a non-whitespace character."},
+	{Name: "first_text_delta_ms", cols: []string{"first_text_delta_ms"},
+		Definition: "t5 − t0: gateway receipt to the first visible text delta from upstream (time to first visible text)."},
+	{Name: "first_text_sent_ms", cols: []string{"first_text_sent_ms"},
+		Definition: "Gateway receipt to the first visible text flushed to the client."},
+	{Name: "relay_lag_ms", cols: []string{"first_text_sent_ms", "first_text_delta_ms"},
+		derive:     func(v []float64) float64 { return v[0] - v[1] },
+		Definition: "first_text_sent_ms − first_text_delta_ms of the same request (both from t0): how long the gateway held the first visible text."},
+	{Name: "upstream_done_ms", cols: []string{"upstream_done_ms"},
+		Definition: "t6 − t0: gateway receipt to the upstream body finishing or closing, for any reason (closed is not succeeded)."},
+	{Name: "total_handler_ms", cols: []string{"total_handler_ms"},
+		Definition: "t7 − t0: gateway receipt to the last byte written and flushed to the client; the gateway's end-to-end latency."},
+	{Name: "visible_output_tps", cols: []string{"visible_output_tps"},
+		Definition: "Visible output tokens / visible generation window (t6 − t5) in seconds, per request; absent without visible text or with fewer than 2 visible tokens. Not aggregate throughput."},
+	{Name: "inter_token_latency_ms", cols: []string{"inter_token_latency_ms"},
+		Definition: "Visible generation window (t6 − t5) / (visible output tokens − 1)."},
+}
+
+// CountDefinitions define the counts every group of Stats carries.
+var CountDefinitions = map[string]string{
+	"count":      "Records in the group: requests received in the window that match the filter.",
+	"errors":     "Records whose terminal status is not ok (SPEC.md §5).",
+	"error_rate": "errors / count.",
+	"statuses":   "Records per terminal status.",
+	"labels":     "Per diagnosis label: records carrying it at any position (count) and as the primary verdict (primary).",
+	"absent":     "Records in the group for which the field did not happen (its mark is absent); excluded from the field's percentiles.",
+}
+
+// Dimensions are the record attributes Stats can group by, with their
+// columns.
+var Dimensions = map[string]string{
+	"model":    "model",
+	"channel":  "channel",
+	"group":    "group_name",
+	"route":    "route",
+	"api":      "api",
+	"region":   "region",
+	"provider": "provider",
+}
+
+// Bounds of a Stats answer.
+const (
+	MaxStatsGroups = 10000 // groups (× buckets) in one answer
+	MinBucket      = time.Second
+)
+
+// StatsQuery selects and groups the records Stats summarises.
+type StatsQuery struct {
+	Filter  Filter        // which records; Limit and Cursor are ignored
+	GroupBy []string      // Dimensions to group by, in order; empty: one group
+	Bucket  time.Duration // split each group into time buckets aligned to the Unix epoch (UTC); 0: no buckets
+	Fields  []string      // StatFields names to summarise; empty: all
+}
+
+// Stats is the answer of Store.Stats.
+type Stats struct {
+	PercentileMethod string            `json:"percentile_method"`
+	Definitions      map[string]string `json:"definitions"` // every field and count in the answer, one sentence each
+	GroupBy          []string          `json:"group_by"`
+	BucketMs         float64           `json:"bucket_ms,omitempty"` // bucket width; absent without buckets
+	Groups           []Group           `json:"groups"`              // ordered by key, then bucket
+}
+
+// Group is the summary of one group (and time bucket).
+type Group struct {
+	Key         map[string]string       `json:"key"`                   // dimension → value; empty without GroupBy
+	BucketStart *time.Time              `json:"bucket_start,omitzero"` // start of the bucket; absent without buckets
+	Count       int                     `json:"count"`
+	Errors      int                     `json:"errors"`
+	ErrorRate   float64                 `json:"error_rate"`
+	Statuses    map[string]int          `json:"statuses"`
+	Labels      map[string]LabelCount   `json:"labels"`
+	Fields      map[string]FieldSummary `json:"fields"`
+}
+
+// LabelCount counts one diagnosis label in a group.
+type LabelCount struct {
+	Count   int `json:"count"`   // records carrying the label
+	Primary int `json:"primary"` // records whose primary verdict it is
+}
+
+// FieldSummary summarises one field over a group. The statistics are
+// absent (null) when no record of the group had the field.
+type FieldSummary struct {
+	Count  int      `json:"count"`  // records where the field is present
+	Absent int      `json:"absent"` // records where it is absent
+	Min    *float64 `json:"min"`
+	Max    *float64 `json:"max"`
+	Mean   *float64 `json:"mean"`
+	P50    *float64 `json:"p50"`
+	P90    *float64 `json:"p90"`
+	P95    *float64 `json:"p95"`
+	P99    *float64 `json:"p99"`
+}
+
+// Percentile returns the p-th quantile (p in [0,1]) of sorted values by the
+// method of PercentileMethod. sorted must be non-empty and ascending.
+func Percentile(sorted []float64, p float64) float64 {
+	n := len(sorted)
+	h := float64(n-1) * p
+	lo := int(math.Floor(h))
+	if lo >= n-1 {
+		return sorted[n-1]
+	}
+	if lo < 0 {
+		return sorted[0]
+	}
+	return sorted[lo] + (h-float64(lo))*(sorted[lo+1]-sorted[lo])
+}
+
+// Summarize summarises the present values of a field (sorted in place) and
+// the count of records where it was absent.
+func Summarize(values []float64, absent int) FieldSummary {
+	s := FieldSummary{Count: len(values), Absent: absent}
+	if len(values) == 0 {
+		return s
+	}
+	slices.Sort(values)
+	sum := 0.0
+	for _, v := range values {
+		sum += v
+	}
+	f := func(v float64) *float64 { return &v }
+	s.Min, s.Max = f(values[0]), f(values[len(values)-1])
+	s.Mean = f(sum / float64(len(values)))
+	s.P50 = f(Percentile(values, 0.50))
+	s.P90 = f(Percentile(values, 0.90))
+	s.P95 = f(Percentile(values, 0.95))
+	s.P99 = f(Percentile(values, 0.99))
+	return s
+}
+
+// statCell accumulates one group (and bucket).
+type statCell struct {
+	key      []string
+	bucket   int64 // bucket index; 0 without buckets
+	count    int
+	errors   int
+	statuses map[string]int
+	labels   map[string]LabelCount
+	values   [][]float64 // per selected field, the present values
+}
+
+// resolveStats checks q and returns the selected fields and group columns.
+func resolveStats(q *StatsQuery) ([]*StatField, []string, error) {
+	var fields []*StatField
+	if len(q.Fields) == 0 {
+		for i := range StatFields {
+			fields = append(fields, &StatFields[i])
+		}
+	} else {
+		for _, name := range q.Fields {
+			i := slices.IndexFunc(StatFields, func(f StatField) bool { return f.Name == name })
+			if i < 0 {
+				return nil, nil, fmt.Errorf("%w: unknown field %q", ErrBadQuery, name)
+			}
+			if !slices.Contains(fields, &StatFields[i]) {
+				fields = append(fields, &StatFields[i])
+			}
+		}
+	}
+	var cols []string
+	for i, d := range q.GroupBy {
+		c, ok := Dimensions[d]
+		if !ok {
+			return nil, nil, fmt.Errorf("%w: cannot group by %q", ErrBadQuery, d)
+		}
+		if slices.Contains(q.GroupBy[:i], d) {
+			return nil, nil, fmt.Errorf("%w: %q named twice in group_by", ErrBadQuery, d)
+		}
+		cols = append(cols, c)
+	}
+	if q.Bucket != 0 && q.Bucket < MinBucket {
+		return nil, nil, fmt.Errorf("%w: bucket %v is shorter than %v", ErrBadQuery, q.Bucket, MinBucket)
+	}
+	f := q.Filter
+	if q.Bucket > 0 && !f.From.IsZero() && !f.To.IsZero() && f.To.Sub(f.From)/q.Bucket > MaxStatsGroups {
+		return nil, nil, fmt.Errorf("%w: %v buckets of %v exceed %d", ErrBadQuery, f.To.Sub(f.From)/q.Bucket, q.Bucket, MaxStatsGroups)
+	}
+	return fields, cols, nil
+}
+
+// Stats reads the matching records' group keys, status and fields in one
+// query and summarises them in Go, and counts labels with a GROUP BY; both
+// queries run in one read-only transaction so they see the same records.
+// Its cost grows with the records in the window (every present value is
+// held while a group is summarised), so callers bound the window.
+func (s *sqlStore) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
+	fields, dimCols, err := resolveStats(&q)
+	if err != nil {
+		return Stats{}, err
+	}
+	// The raw columns the fields read, each once.
+	var raw []string
+	colIdx := make([][]int, len(fields))
+	for i, f := range fields {
+		for _, c := range f.cols {
+			j := slices.Index(raw, c)
+			if j < 0 {
+				j = len(raw)
+				raw = append(raw, c)
+			}
+			colIdx[i] = append(colIdx[i], j)
+		}
+	}
+	sel := make([]string, 0, len(dimCols)+2+len(raw))
+	for _, c := range dimCols {
+		sel = append(sel, "r."+c)
+	}
+	sel = append(sel, "r.timestamp_ns", "r.status")
+	for _, c := range raw {
+		sel = append(sel, "r."+c)
+	}
+	var b builder
+	b.match(&q.Filter)
+
+	tx, err := s.read.BeginTx(ctx, s.d.readTx)
+	if err != nil {
+		return Stats{}, fmt.Errorf("stats: %w", err)
+	}
+	defer tx.Rollback()
+
+	rows, err := tx.QueryContext(ctx, "SELECT "+strings.Join(sel, ", ")+" FROM requests r"+b.where(), b.args...)
+	if err != nil {
+		return Stats{}, fmt.Errorf("stats: %w", err)
+	}
+	bucketNs := q.Bucket.Nanoseconds()
+	cells := map[string]*statCell{}
+	var order []*statCell
+	dest := make([]any, len(sel))
+	vals := make([]any, len(sel))
+	for i := range dest {
+		dest[i] = &vals[i]
+	}
+	var keyBuf strings.Builder
+	in := make([]float64, 2)
+	for rows.Next() {
+		// Scanning into *any skips database/sql's reflective conversions;
+		// both drivers hand over int64, float64, string or nil here.
+		if err := rows.Scan(dest...); err != nil {
+			rows.Close()
+			return Stats{}, fmt.Errorf("stats: %w", err)
+		}
+		nd := len(dimCols)
+		ts, _ := vals[nd].(int64)
+		var bucket int64
+		if bucketNs > 0 {
+			bucket = floorDiv(ts, bucketNs)
+		}
+		keyBuf.Reset()
+		for i := range nd {
+			keyBuf.WriteString(asString(vals[i]))
+			keyBuf.WriteByte(0)
+		}
+		keyBuf.WriteString(strconv.FormatInt(bucket, 10))
+		c := cells[keyBuf.String()]
+		if c == nil {
+			if len(cells) >= MaxStatsGroups {
+				rows.Close()
+				return Stats{}, fmt.Errorf("%w: more than %d groups; narrow the filter or widen the bucket", ErrBadQuery, MaxStatsGroups)
+			}
+			c = &statCell{bucket: bucket, statuses: map[string]int{}, labels: map[string]LabelCount{},
+				values: make([][]float64, len(fields))}
+			for i := range nd {
+				c.key = append(c.key, asString(vals[i]))
+			}
+			cells[keyBuf.String()] = c
+			order = append(order, c)
+		}
+		status := asString(vals[nd+1])
+		c.count++
+		c.statuses[status]++
+		if status != record.StatusOK {
+			c.errors++
+		}
+		for i, f := range fields {
+			ok := true
+			for k, j := range colIdx[i] {
+				v, present := asFloat(vals[nd+2+j])
+				if !present {
+					ok = false
+					break
+				}
+				in[k] = v
+			}
+			if !ok {
+				continue
+			}
+			v := in[0]
+			if f.derive != nil {
+				v = f.derive(in)
+			}
+			c.values[i] = append(c.values[i], v)
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return Stats{}, fmt.Errorf("stats: %w", err)
+	}
+
+	if err := s.countLabels(ctx, tx, &q, dimCols, cells); err != nil {
+		return Stats{}, err
+	}
+
+	st := Stats{
+		PercentileMethod: PercentileMethod,
+		Definitions:      map[string]string{},
+		GroupBy:          append([]string{}, q.GroupBy...),
+		Groups:           make([]Group, 0, len(order)),
+	}
+	for k, v := range CountDefinitions {
+		st.Definitions[k] = v
+	}
+	for _, f := range fields {
+		st.Definitions[f.Name] = f.Definition
+	}
+	if bucketNs > 0 {
+		st.BucketMs = float64(bucketNs) / 1e6
+	}
+	slices.SortFunc(order, func(a, b *statCell) int {
+		if c := slices.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return cmpInt(a.bucket, b.bucket)
+	})
+	for _, c := range order {
+		g := Group{
+			Key:       map[string]string{},
+			Count:     c.count,
+			Errors:    c.errors,
+			ErrorRate: float64(c.errors) / float64(c.count),
+			Statuses:  c.statuses,
+			Labels:    c.labels,
+			Fields:    make(map[string]FieldSummary, len(fields)),
+		}
+		for i, d := range q.GroupBy {
+			g.Key[d] = c.key[i]
+		}
+		if bucketNs > 0 {
+			t := time.Unix(0, c.bucket*bucketNs).UTC()
+			g.BucketStart = &t
+		}
+		for i, f := range fields {
+			g.Fields[f.Name] = Summarize(c.values[i], c.count-len(c.values[i]))
+			c.values[i] = nil
+		}
+		st.Groups = append(st.Groups, g)
+	}
+	return st, nil
+}
+
+// countLabels adds the label counts of every cell with one GROUP BY. The
+// bucket index is integer division of the timestamp, which both engines
+// truncate toward zero; floorDiv agrees for timestamps after 1970.
+func (s *sqlStore) countLabels(ctx context.Context, tx querier, q *StatsQuery, dimCols []string, cells map[string]*statCell) error {
+	var b builder
+	b.match(&q.Filter)
+	var groupCols []string
+	for _, c := range dimCols {
+		groupCols = append(groupCols, "r."+c)
+	}
+	bucketExpr := "0"
+	if q.Bucket > 0 {
+		bucketExpr = "r.timestamp_ns / " + b.arg(q.Bucket.Nanoseconds())
+	}
+	groupCols = append(groupCols, bucketExpr, "l.label")
+	// GROUP BY ordinals: both engines accept them, and they spare PostgreSQL
+	// matching a parameterised expression against the select list.
+	ordinals := make([]string, len(groupCols))
+	for i := range groupCols {
+		ordinals[i] = strconv.Itoa(i + 1)
+	}
+	query := "SELECT " + strings.Join(groupCols, ", ") + ", COUNT(*), SUM(CASE WHEN l.position = 0 THEN 1 ELSE 0 END)" +
+		" FROM requests r JOIN request_labels l ON l.request_id = r.request_id" + b.where() +
+		" GROUP BY " + strings.Join(ordinals, ", ")
+	rows, err := tx.QueryContext(ctx, query, b.args...)
+	if err != nil {
+		return fmt.Errorf("stats: labels: %w", err)
+	}
+	defer rows.Close()
+	n := len(dimCols)
+	vals := make([]any, n+4)
+	dest := make([]any, len(vals))
+	for i := range dest {
+		dest[i] = &vals[i]
+	}
+	var key strings.Builder
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return fmt.Errorf("stats: labels: %w", err)
+		}
+		key.Reset()
+		for i := range n {
+			key.WriteString(asString(vals[i]))
+			key.WriteByte(0)
+		}
+		bucket, _ := asInt(vals[n])
+		key.WriteString(strconv.FormatInt(bucket, 10))
+		c := cells[key.String()]
+		if c == nil {
+			// A record written between the two queries; the read
+			// transaction makes this rare on PostgreSQL and impossible
+			// on SQLite.
+			continue
+		}
+		count, _ := asInt(vals[n+2])
+		primary, _ := asInt(vals[n+3])
+		c.labels[asString(vals[n+1])] = LabelCount{Count: int(count), Primary: int(primary)}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("stats: labels: %w", err)
+	}
+	return nil
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func asString(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	case nil:
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+func asFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case int64:
+		return float64(x), true
+	case float32:
+		return float64(x), true
+	case []byte:
+		f, err := strconv.ParseFloat(string(x), 64)
+		return f, err == nil
+	case string:
+		f, err := strconv.ParseFloat(x, 64)
+		return f, err == nil
+	}
+	return 0, false
+}
+
+func asInt(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int64:
+		return x, true
+	case float64:
+		return int64(x), true
+	case int32:
+		return int64(x), true
+	case []byte:
+		n, err := strconv.ParseInt(string(x), 10, 64)
+		return n, err == nil
+	case string:
+		n, err := strconv.ParseInt(x, 10, 64)
+		return n, err == nil
+	}
+	return 0, false
+}

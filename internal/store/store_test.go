@@ -1,0 +1,427 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ttfx/ttfx/internal/record"
+	"github.com/ttfx/ttfx/internal/timeline"
+)
+
+func TestRoundTrip(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s Store) {
+		full := fullRecord("req-full", testBase)
+		sparse := sparseRecord("req-sparse", testBase.Add(time.Second))
+		insert(t, s, full, sparse)
+		for _, want := range []record.Record{full, sparse} {
+			got, err := s.Get(ctxT(t), want.RequestID)
+			if err != nil {
+				t.Fatalf("get %s: %v", want.RequestID, err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("get %s:\n got %+v\nwant %+v", want.RequestID, got, want)
+			}
+			// The API returns json.Marshal(record): the stored record must
+			// give byte-identical JSON, nanoseconds and absent marks
+			// included.
+			gj, _ := json.Marshal(got)
+			wj, _ := json.Marshal(want)
+			if string(gj) != string(wj) {
+				t.Errorf("json of %s:\n got %s\nwant %s", want.RequestID, gj, wj)
+			}
+		}
+		gj, _ := json.Marshal(must(s.Get(ctxT(t), "req-sparse")))
+		for _, field := range []string{`"first_text_delta_ms":null`, `"upstream_headers_ms":null`, `"visible_output_tps":null`, `"input":null`, `"attempts":[]`, `"diagnosis":[]`} {
+			if !strings.Contains(string(gj), field) {
+				t.Errorf("sparse record JSON lacks %s: %s", field, gj)
+			}
+		}
+		if _, err := s.Get(ctxT(t), "req-missing"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("get missing: %v, want ErrNotFound", err)
+		}
+		if _, err := s.Get(ctxT(t), strings.Repeat("x", MaxIDLen+1)); !errors.Is(err, ErrNotFound) {
+			t.Errorf("get over-long id: %v, want ErrNotFound", err)
+		}
+	})
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func TestInsertIdempotent(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s Store) {
+		r := fullRecord("req-dup", testBase)
+		insert(t, s, r)
+		// A batch retried after an ambiguous failure, and a duplicate
+		// within one batch, are kept once.
+		insert(t, s, r, fullRecord("req-other", testBase), r)
+		p, err := s.List(ctxT(t), Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Records) != 2 {
+			t.Fatalf("%d records, want 2", len(p.Records))
+		}
+		got := must(s.Get(ctxT(t), "req-dup"))
+		if len(got.Attempts) != 2 || len(got.Diagnosis) != 2 {
+			t.Errorf("duplicate insert changed side tables: %d attempts, %d labels", len(got.Attempts), len(got.Diagnosis))
+		}
+	})
+}
+
+func TestInsertInvalid(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s Store) {
+		bad := []record.Record{
+			{Timestamp: testBase}, // no id
+			{RequestID: "req-1"},  // no timestamp
+			{RequestID: strings.Repeat("a", MaxIDLen+1), Timestamp: testBase}, // too long
+			{RequestID: "req\x00x", Timestamp: testBase},                      // control character
+			{RequestID: "req-\xff", Timestamp: testBase},                      // invalid UTF-8
+			{RequestID: "req-old", Timestamp: time.Date(1969, 1, 1, 0, 0, 0, 0, time.UTC)},
+		}
+		for _, r := range bad {
+			err := s.Insert(ctxT(t), []record.Record{fullRecord("req-good", testBase), r})
+			if !errors.Is(err, ErrInvalidRecord) {
+				t.Errorf("insert %q: %v, want ErrInvalidRecord", r.RequestID, err)
+			}
+		}
+		if _, err := s.Get(ctxT(t), "req-good"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("a batch with an invalid record was partly written: %v", err)
+		}
+	})
+}
+
+func TestInsertCleansStrings(t *testing.T) {
+	// The model name is the one string a client chooses. Invalid UTF-8 and
+	// NUL would make PostgreSQL refuse the whole batch; both engines store
+	// the same cleaned value instead.
+	forEachEngine(t, func(t *testing.T, s Store) {
+		r := sparseRecord("req-clean", testBase)
+		r.Model = "gpt\x00-4o\xff" + strings.Repeat("é", 200)
+		r.Diagnosis = []string{"first\x00label"}
+		insert(t, s, r)
+		got := must(s.Get(ctxT(t), "req-clean"))
+		want := "gpt-4o\uFFFD" + strings.Repeat("é", (maxNameLen-len("gpt-4o\uFFFD"))/2)
+		if got.Model != want {
+			t.Errorf("model stored as %q (%d bytes), want %q", got.Model, len(got.Model), want)
+		}
+		if !slices.Equal(got.Diagnosis, []string{"firstlabel"}) {
+			t.Errorf("labels %q", got.Diagnosis)
+		}
+	})
+}
+
+// listFixture inserts 30 records over 30 minutes, several sharing a
+// timestamp so that the cursor's tie-break by id is exercised.
+func listFixture(t *testing.T, s Store) []record.Record {
+	var recs []record.Record
+	for i := range 30 {
+		r := fullRecord(idN(i), testBase.Add(time.Duration(i/3)*time.Minute))
+		r.Model = []string{"gpt-4o", "claude", "gemini"}[i%3]
+		r.Channel = []string{"ch-a", "ch-b"}[i%2]
+		r.Group = []string{"team-a", "team-b", "team-c", "team-d", "team-e"}[i%5]
+		r.KeyName = r.Group + "-app"
+		r.Diagnosis = []string{}
+		if i%4 == 0 {
+			r.Status = record.StatusTruncated
+			r.Diagnosis = []string{"truncated"}
+		}
+		if i%7 == 0 {
+			r.Diagnosis = append(r.Diagnosis, "generation_slow")
+		}
+		recs = append(recs, r)
+	}
+	insert(t, s, recs...)
+	return recs
+}
+
+func TestList(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s Store) {
+		recs := listFixture(t, s)
+		newestFirst := slices.Clone(recs)
+		slices.SortFunc(newestFirst, func(a, b record.Record) int {
+			if c := b.Timestamp.Compare(a.Timestamp); c != 0 {
+				return c
+			}
+			return strings.Compare(b.RequestID, a.RequestID)
+		})
+		ids := func(rs []record.Record) []string {
+			out := []string{}
+			for _, r := range rs {
+				out = append(out, r.RequestID)
+			}
+			return out
+		}
+		where := func(keep func(r record.Record) bool) []string {
+			var out []record.Record
+			for _, r := range newestFirst {
+				if keep(r) {
+					out = append(out, r)
+				}
+			}
+			return ids(out)
+		}
+		cases := []struct {
+			name string
+			f    Filter
+			want []string
+		}{
+			{"all", Filter{}, ids(newestFirst)},
+			{"model", Filter{Model: "claude"}, where(func(r record.Record) bool { return r.Model == "claude" })},
+			{"channel", Filter{Channel: "ch-b"}, where(func(r record.Record) bool { return r.Channel == "ch-b" })},
+			{"group", Filter{Group: "team-c"}, where(func(r record.Record) bool { return r.Group == "team-c" })},
+			{"status", Filter{Status: record.StatusTruncated}, where(func(r record.Record) bool { return r.Status == record.StatusTruncated })},
+			{"label primary", Filter{Label: "truncated"}, where(func(r record.Record) bool { return slices.Contains(r.Diagnosis, "truncated") })},
+			{"label second", Filter{Label: "generation_slow"}, where(func(r record.Record) bool { return slices.Contains(r.Diagnosis, "generation_slow") })},
+			{"key", Filter{KeyName: "team-a-app"}, where(func(r record.Record) bool { return r.KeyName == "team-a-app" })},
+			{"from to", Filter{From: testBase.Add(2 * time.Minute), To: testBase.Add(5 * time.Minute)}, where(func(r record.Record) bool {
+				return !r.Timestamp.Before(testBase.Add(2*time.Minute)) && r.Timestamp.Before(testBase.Add(5*time.Minute))
+			})},
+			{"combined", Filter{Model: "gpt-4o", Channel: "ch-a", Label: "truncated"}, where(func(r record.Record) bool {
+				return r.Model == "gpt-4o" && r.Channel == "ch-a" && slices.Contains(r.Diagnosis, "truncated")
+			})},
+			{"none", Filter{Model: "no-such-model"}, []string{}},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				if c.name != "none" && len(c.want) == 0 {
+					t.Fatal("fixture selects nothing: the case tests nothing")
+				}
+				// Page through in small pages: every record exactly once, in order.
+				var got []string
+				f := c.f
+				f.Limit = 4
+				for pages := 0; ; pages++ {
+					if pages > 20 {
+						t.Fatal("pagination does not end")
+					}
+					p, err := s.List(ctxT(t), f)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(p.Records) > 4 {
+						t.Fatalf("page of %d > limit 4", len(p.Records))
+					}
+					got = append(got, ids(p.Records)...)
+					if p.Next == "" {
+						break
+					}
+					f.Cursor = p.Next
+				}
+				if got == nil {
+					got = []string{}
+				}
+				if !slices.Equal(got, c.want) {
+					t.Errorf("got  %v\nwant %v", got, c.want)
+				}
+			})
+		}
+		// Listed records are whole: attempts and labels attached.
+		p, err := s.List(ctxT(t), Filter{Label: "generation_slow", Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := newestFirst[slices.IndexFunc(newestFirst, func(r record.Record) bool { return slices.Contains(r.Diagnosis, "generation_slow") })]
+		if !reflect.DeepEqual(p.Records[0], want) {
+			t.Errorf("listed record\n got %+v\nwant %+v", p.Records[0], want)
+		}
+		if _, err := s.List(ctxT(t), Filter{Cursor: "not a cursor!"}); !errors.Is(err, ErrBadCursor) {
+			t.Errorf("bad cursor: %v", err)
+		}
+		for _, l := range []int{-1, MaxLimit + 1} {
+			if _, err := s.List(ctxT(t), Filter{Limit: l}); !errors.Is(err, ErrBadQuery) {
+				t.Errorf("limit %d: %v", l, err)
+			}
+		}
+	})
+}
+
+func TestDeleteBefore(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s Store) {
+		recs := listFixture(t, s) // 3 records a minute for 10 minutes
+		cut := testBase.Add(4 * time.Minute)
+		n, err := s.DeleteBefore(ctxT(t), cut, 5)
+		if err != nil || n != 5 {
+			t.Fatalf("first batch: %d, %v; want 5", n, err)
+		}
+		// Oldest first.
+		for _, r := range recs[:5] {
+			if _, err := s.Get(ctxT(t), r.RequestID); !errors.Is(err, ErrNotFound) {
+				t.Errorf("%s survived the first batch: %v", r.RequestID, err)
+			}
+		}
+		n, err = s.DeleteBefore(ctxT(t), cut, 100)
+		if err != nil || n != 7 {
+			t.Fatalf("second batch: %d, %v; want 7", n, err)
+		}
+		if n, err := s.DeleteBefore(ctxT(t), cut, 100); err != nil || n != 0 {
+			t.Fatalf("third batch: %d, %v; want 0", n, err)
+		}
+		p := must(s.List(ctxT(t), Filter{Limit: MaxLimit}))
+		if len(p.Records) != 18 {
+			t.Fatalf("%d records left, want 18", len(p.Records))
+		}
+		for _, r := range p.Records {
+			if r.Timestamp.Before(cut) {
+				t.Errorf("%s at %v survived", r.RequestID, r.Timestamp)
+			}
+		}
+		// Side tables go with their records.
+		db := s.(*sqlStore).read
+		for _, table := range []string{"request_attempts", "request_labels"} {
+			var orphans int
+			err := db.QueryRowContext(ctxT(t), "SELECT COUNT(*) FROM "+table+
+				" x WHERE NOT EXISTS (SELECT 1 FROM requests r WHERE r.request_id = x.request_id)").Scan(&orphans)
+			if err != nil || orphans != 0 {
+				t.Errorf("%s: %d orphans, %v", table, orphans, err)
+			}
+		}
+	})
+}
+
+func TestRetention(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s Store) {
+		// 2500 records, one a minute; retention with a fake "now" keeps the
+		// last 1000 minutes. purge takes several batches of 1000.
+		var recs []record.Record
+		for i := range 2500 {
+			recs = append(recs, sparseRecord(idN(i), testBase.Add(time.Duration(i)*time.Minute)))
+		}
+		insert(t, s, recs...)
+		now := testBase.Add(2500 * time.Minute)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			RunRetention(ctx, s, 1000*time.Minute, time.Hour, func() time.Time { return now }, nil)
+			close(done)
+		}()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			p := must(s.List(ctxT(t), Filter{Limit: MaxLimit}))
+			if len(p.Records) == 1000 && p.Next == "" {
+				if oldest := p.Records[len(p.Records)-1]; oldest.RequestID != idN(1500) {
+					t.Errorf("oldest kept record %s, want %s", oldest.RequestID, idN(1500))
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("retention left %d records (next page: %v)", len(p.Records), p.Next != "")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("RunRetention did not return after its context ended")
+		}
+	})
+}
+
+func TestMigrationsIdempotentAndConcurrent(t *testing.T) {
+	for _, e := range engines() {
+		t.Run(e.name, func(t *testing.T) {
+			s, dsn := e.open(t)
+			insert(t, s, fullRecord("req-1", testBase))
+			// Replicas starting at once against one database.
+			var wg sync.WaitGroup
+			errs := make(chan error, 3)
+			for range 3 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					s2, err := Open(context.Background(), dsn)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if _, err := s2.Get(context.Background(), "req-1"); err != nil {
+						errs <- err
+					}
+					errs <- s2.Close()
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Error(err)
+				}
+			}
+			var versions int
+			if err := s.(*sqlStore).read.QueryRowContext(ctxT(t), "SELECT COUNT(*) FROM schema_migrations").Scan(&versions); err != nil {
+				t.Fatal(err)
+			}
+			if ms, _ := loadMigrations(); versions != len(ms) {
+				t.Errorf("schema_migrations has %d rows, want %d", versions, len(ms))
+			}
+			// A database migrated by a newer ttfx is refused, not mangled.
+			if _, err := s.(*sqlStore).write.ExecContext(ctxT(t), "INSERT INTO schema_migrations (version, name, applied_ns) VALUES (9999, 'future.sql', 0)"); err != nil {
+				t.Fatal(err)
+			}
+			if s3, err := Open(context.Background(), dsn); err == nil || !strings.Contains(err.Error(), "newer") {
+				if s3 != nil {
+					s3.Close()
+				}
+				t.Errorf("open of a newer schema: %v", err)
+			}
+		})
+	}
+}
+
+func TestOpenDSN(t *testing.T) {
+	dir := t.TempDir()
+	for _, dsn := range []string{"sqlite:" + dir + "/a.db", "sqlite://" + dir + "/b.db", dir + "/c.db"} {
+		s, err := Open(context.Background(), dsn)
+		if err != nil {
+			t.Errorf("open %s: %v", dsn, err)
+			continue
+		}
+		if s.Engine() != "sqlite" {
+			t.Errorf("%s: engine %s", dsn, s.Engine())
+		}
+		s.Close()
+	}
+	for _, dsn := range []string{"", "mysql://u:secret@h/db", "sqlite:", "sqlite:a.db?mode=ro"} {
+		if s, err := Open(context.Background(), dsn); err == nil {
+			s.Close()
+			t.Errorf("open %q succeeded", dsn)
+		} else if strings.Contains(err.Error(), "secret") {
+			t.Errorf("error shows the password: %v", err)
+		}
+	}
+	// An unreachable PostgreSQL fails Open with a clear error, and the
+	// password stays out of it.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := Open(ctx, "postgres://ttfx:hunter2@127.0.0.1:1/ttfx?sslmode=disable&connect_timeout=2")
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("open unreachable postgres: %v", err)
+	}
+}
+
+func TestSpanPrecision(t *testing.T) {
+	// Float milliseconds keep nanoseconds exactly on both engines
+	// (timeline.fromMs rounds to the nearest nanosecond).
+	forEachEngine(t, func(t *testing.T, s Store) {
+		r := sparseRecord("req-ns", testBase)
+		r.FirstTextDeltaMs = timeline.At(123456789 * time.Nanosecond)
+		r.TotalHandlerMs = timeline.At(86399999999999 * time.Nanosecond) // a day less 1ns
+		insert(t, s, r)
+		got := must(s.Get(ctxT(t), "req-ns"))
+		if got.FirstTextDeltaMs != r.FirstTextDeltaMs || got.TotalHandlerMs != r.TotalHandlerMs {
+			t.Errorf("got %v %v, want %v %v", got.FirstTextDeltaMs, got.TotalHandlerMs, r.FirstTextDeltaMs, r.TotalHandlerMs)
+		}
+	})
+}

@@ -1,0 +1,347 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ttfx/ttfx/internal/record"
+)
+
+// WriterOptions tune a Writer. Zero fields take the defaults.
+type WriterOptions struct {
+	// QueueSize bounds the records held in memory: queued plus the batch
+	// being written. A record that finds it full is dropped and counted.
+	// Default 10000.
+	QueueSize int
+	// BatchSize is the most records one Insert carries. Default 500.
+	BatchSize int
+	// WriteTimeout bounds one Insert, so that a database that accepts
+	// connections but does not answer cannot hold the writer. Default 10s.
+	WriteTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the wait between retries while the
+	// store fails; it doubles from one to the other. Defaults 100ms, 10s.
+	MinBackoff, MaxBackoff time.Duration
+	// Log receives the writer's warnings; nil discards them.
+	Log *slog.Logger
+	// Now stamps LastErrorAt; nil means time.Now.
+	Now func() time.Time
+}
+
+// WriterStats are a Writer's counters, for /metrics and /api/health.
+// Every record handed to Record ends up in exactly one of Queued (still
+// held), Written, Dropped or Rejected.
+type WriterStats struct {
+	Queued        int       `json:"queued"`         // held in memory: queued or in the batch being written
+	Written       uint64    `json:"written"`        // stored
+	Dropped       uint64    `json:"dropped"`        // not kept: the queue was full, or the writer closed before it could write them
+	Rejected      uint64    `json:"rejected"`       // refused as invalid, or by a store that otherwise answers
+	FailedBatches uint64    `json:"failed_batches"` // Insert calls that failed (each was retried or split)
+	Retrying      bool      `json:"retrying"`       // the last Insert failed and the writer is waiting to retry
+	LastError     string    `json:"last_error"`     // the most recent failure; empty if none
+	LastErrorAt   time.Time `json:"last_error_at,omitzero"`
+	LastWriteAt   time.Time `json:"last_write_at,omitzero"`
+}
+
+// Writer stores records off the request path: Record only appends to a
+// bounded in-memory queue, and one goroutine writes the queue in batches.
+// Under load the batches grow by themselves (records arriving during one
+// Insert form the next), and when the queue is idle a record is written at
+// once, so it is readable right after the request ends.
+//
+// When the store fails the writer keeps its batch and retries with backoff
+// while new records queue up to QueueSize; past that, records are dropped
+// and counted. If the store answers pings but refuses a batch, the batch is
+// written record by record and the records it still refuses are counted as
+// rejected, so one bad record cannot stall the queue. Nothing is lost
+// without being counted (SPEC.md §7).
+type Writer struct {
+	s    Store
+	opts WriterOptions
+	log  *slog.Logger
+
+	wake chan struct{} // a record was queued (capacity 1)
+	stop chan struct{} // Close was called: drain, then exit
+	done chan struct{} // the goroutine has exited
+
+	ctx    context.Context // cancelled when Close gives up draining
+	cancel context.CancelFunc
+
+	mu       sync.Mutex // guards everything below
+	queue    []record.Record
+	head     int // queue[head:] are waiting
+	pending  int // len(queue)-head plus the batch being written
+	closed   bool
+	dropping bool // the last record offered was dropped (for logging transitions)
+	stats    WriterStats
+}
+
+// NewWriter starts a writer over s. Close stops it.
+func NewWriter(s Store, opts WriterOptions) *Writer {
+	if opts.QueueSize <= 0 {
+		opts.QueueSize = 10000
+	}
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = 500
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = 10 * time.Second
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = 100 * time.Millisecond
+	}
+	if opts.MaxBackoff < opts.MinBackoff {
+		opts.MaxBackoff = max(10*time.Second, opts.MinBackoff)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &Writer{
+		s: s, opts: opts, log: log,
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		ctx: ctx, cancel: cancel,
+	}
+	go w.run()
+	return w
+}
+
+// Record hands r to the writer. It never blocks: r is queued, or counted as
+// dropped (queue full, writer closed) or rejected (invalid). The writer
+// keeps r; the caller must not change it afterwards.
+func (w *Writer) Record(r record.Record) {
+	if err := Validate(&r); err != nil {
+		w.mu.Lock()
+		w.stats.Rejected++
+		w.noteError(err)
+		w.mu.Unlock()
+		w.log.Warn("store: record rejected", "request_id", clean(r.RequestID, MaxIDLen), "err", err)
+		return
+	}
+	w.mu.Lock()
+	if w.closed || w.pending >= w.opts.QueueSize {
+		w.stats.Dropped++
+		first := !w.dropping
+		w.dropping = true
+		closed := w.closed
+		w.mu.Unlock()
+		if first {
+			w.log.Warn("store: dropping records", "queue_size", w.opts.QueueSize, "closed", closed)
+		}
+		return
+	}
+	w.dropping = false
+	w.queue = append(w.queue, r)
+	w.pending++
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Stats returns the writer's counters.
+func (w *Writer) Stats() WriterStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := w.stats
+	st.Queued = w.pending
+	return st
+}
+
+// Close stops accepting records and writes those still queued, retrying as
+// usual, until the queue is empty or ctx ends; records it could not write
+// by then are counted as dropped and reported in the error. It does not
+// close the Store.
+func (w *Writer) Close(ctx context.Context) error {
+	w.mu.Lock()
+	already := w.closed
+	w.closed = true
+	w.mu.Unlock()
+	if !already {
+		close(w.stop)
+	}
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+		w.cancel()
+		<-w.done
+	}
+	w.cancel()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n := w.pending; n > 0 {
+		// Only reached when the drain was cut short.
+		w.stats.Dropped += uint64(n)
+		w.pending = 0
+		w.queue, w.head = nil, 0
+		return fmt.Errorf("store writer: %d records not written: %w", n, ctx.Err())
+	}
+	return nil
+}
+
+// run is the writer's goroutine, owned by the Writer and ended by Close.
+func (w *Writer) run() {
+	defer close(w.done)
+	batch := make([]record.Record, 0, w.opts.BatchSize)
+	for {
+		batch = w.take(batch[:0])
+		if len(batch) == 0 {
+			select {
+			case <-w.wake:
+				continue
+			case <-w.stop:
+				// Records queued between take and Close are still
+				// there: take again before leaving.
+				if batch = w.take(batch[:0]); len(batch) == 0 {
+					return
+				}
+			}
+		}
+		w.write(batch)
+		clear(batch) // let written records be collected
+		if w.ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// take moves up to BatchSize queued records into batch.
+func (w *Writer) take(batch []record.Record) []record.Record {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := min(len(w.queue)-w.head, w.opts.BatchSize)
+	batch = append(batch, w.queue[w.head:w.head+n]...)
+	clear(w.queue[w.head : w.head+n])
+	w.head += n
+	switch {
+	case w.head == len(w.queue):
+		w.queue, w.head = w.queue[:0], 0
+	case w.head > len(w.queue)/2:
+		// Compact so the backing array does not grow without bound
+		// while a backlog drains.
+		m := copy(w.queue, w.queue[w.head:])
+		clear(w.queue[m:])
+		w.queue, w.head = w.queue[:m], 0
+	}
+	return batch
+}
+
+// write stores batch, retrying with backoff while the store is failing,
+// until every record is written or rejected, or Close gives up.
+func (w *Writer) write(batch []record.Record) {
+	backoff := w.opts.MinBackoff
+	for {
+		err := w.insert(batch)
+		if err == nil {
+			w.settle(len(batch), 0)
+			return
+		}
+		if w.ctx.Err() != nil {
+			return // Close gave up; it counts what is left
+		}
+		if w.reachable() {
+			// The store answers but refused the batch: some record in
+			// it is at fault, or the failure was transient. Either way,
+			// record by record isolates it.
+			w.writeEach(batch)
+			return
+		}
+		w.mu.Lock()
+		w.stats.Retrying = true
+		w.mu.Unlock()
+		w.log.Warn("store: write failed, will retry", "records", len(batch), "in", backoff, "err", err)
+		if !w.sleep(backoff) {
+			return
+		}
+		backoff = min(2*backoff, w.opts.MaxBackoff)
+	}
+}
+
+// writeEach stores batch one record at a time. A record that fails while
+// the store is reachable is retried twice, then rejected; if the store
+// becomes unreachable the rest goes back to write's backoff.
+func (w *Writer) writeEach(batch []record.Record) {
+	for i := range batch {
+		one := batch[i : i+1]
+		for try := 1; ; try++ {
+			err := w.insert(one)
+			if err == nil {
+				w.settle(1, 0)
+				break
+			}
+			if w.ctx.Err() != nil {
+				return
+			}
+			if !w.reachable() {
+				w.write(batch[i:])
+				return
+			}
+			if try == 3 {
+				w.settle(0, 1)
+				w.log.Error("store: record rejected by the store", "request_id", batch[i].RequestID, "err", err)
+				break
+			}
+			if !w.sleep(w.opts.MinBackoff) {
+				return
+			}
+		}
+	}
+}
+
+// insert runs one Insert with the write timeout and counts a failure.
+func (w *Writer) insert(recs []record.Record) error {
+	ctx, cancel := context.WithTimeout(w.ctx, w.opts.WriteTimeout)
+	defer cancel()
+	err := w.s.Insert(ctx, recs)
+	if err != nil {
+		w.mu.Lock()
+		w.stats.FailedBatches++
+		w.noteError(err)
+		w.mu.Unlock()
+	}
+	return err
+}
+
+func (w *Writer) reachable() bool {
+	ctx, cancel := context.WithTimeout(w.ctx, min(w.opts.WriteTimeout, 2*time.Second))
+	defer cancel()
+	return w.s.Ping(ctx) == nil
+}
+
+// sleep waits d, or until Close gives up; it reports whether to go on.
+func (w *Writer) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-w.ctx.Done():
+		return false
+	}
+}
+
+// settle moves records out of pending into written or rejected.
+func (w *Writer) settle(written, rejected int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending -= written + rejected
+	w.stats.Written += uint64(written)
+	w.stats.Rejected += uint64(rejected)
+	if written > 0 {
+		w.stats.Retrying = false
+		w.stats.LastWriteAt = w.opts.Now()
+	}
+}
+
+// noteError records err as the last error; w.mu must be held.
+func (w *Writer) noteError(err error) {
+	w.stats.LastError = err.Error()
+	w.stats.LastErrorAt = w.opts.Now()
+}
