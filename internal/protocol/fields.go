@@ -1,0 +1,181 @@
+package protocol
+
+import "github.com/ttfx/ttfx/internal/jsonscan"
+
+// This file holds the JSON walking helpers the per-API files share. Every
+// helper consumes exactly one value, whatever its type, so that a field of
+// an unexpected type is skipped (and still validated) rather than failing
+// the walk.
+
+// addContent records the raw JSON string contents of content of kind k
+// (Text, Reasoning or Tool). Visible text is kept for the estimate even when
+// it is only white space (spaces and newlines are tokens too); the kind is
+// set only for non-whitespace content (§1: whitespace-only deltas are
+// metadata).
+func addContent(c *content, e *event, raw []byte, k Kind) {
+	if k == Text {
+		c.addVisible(raw)
+	}
+	if jsonscan.HasNonSpace(raw) {
+		e.kinds |= k
+	}
+}
+
+// str consumes a value that is content of kind k when it is a string; null
+// and other types carry nothing.
+func str(d *jsonscan.Decoder, c *content, e *event, k Kind) {
+	if d.Peek() != jsonscan.String {
+		d.Skip()
+		return
+	}
+	if raw, ok := d.Str(); ok {
+		addContent(c, e, raw, k)
+	}
+}
+
+// rawStr consumes a value and returns its raw contents if it is a string.
+func rawStr(d *jsonscan.Decoder) []byte {
+	if d.Peek() != jsonscan.String {
+		d.Skip()
+		return nil
+	}
+	raw, _ := d.Str()
+	return raw
+}
+
+// object consumes a value and returns its raw bytes if it is an object
+// (null, the usual "absent" of these APIs, and other types give nil).
+func object(d *jsonscan.Decoder) []byte {
+	if d.Peek() != jsonscan.Object {
+		d.Skip()
+		return nil
+	}
+	raw, _ := d.SkipRaw()
+	return raw
+}
+
+// count consumes a value and returns it as a token count when it is a
+// non-negative integer.
+func count(d *jsonscan.Decoder) (int, bool) {
+	if d.Peek() != jsonscan.Number {
+		d.Skip()
+		return 0, false
+	}
+	n, ok := d.Int()
+	if !ok || n < 0 || n > 1<<40 {
+		return 0, false
+	}
+	return int(n), true
+}
+
+// nonEmptyObject consumes a value and reports whether it is an object with
+// at least one member (a tool call's input that carries arguments).
+func nonEmptyObject(d *jsonscan.Decoder) bool {
+	if d.Peek() != jsonscan.Object {
+		d.Skip()
+		return false
+	}
+	d.Object()
+	n := 0
+	for {
+		if _, ok := d.Key(); !ok {
+			break
+		}
+		n++
+		d.Skip()
+	}
+	return n > 0
+}
+
+// errorCode consumes an error object ({"type","code","status","message"} in
+// its OpenAI, Anthropic and Gemini forms) and returns its most specific
+// code: a string code, else the type, else the status, else a numeric code.
+// Messages are not returned: they may quote the request.
+func errorCode(d *jsonscan.Decoder) []byte {
+	if d.Peek() != jsonscan.Object {
+		d.Skip()
+		return nil
+	}
+	var code, typ, status, num []byte
+	d.Object()
+	for {
+		k, ok := d.Key()
+		if !ok {
+			break
+		}
+		switch string(k) {
+		case "code":
+			switch d.Peek() {
+			case jsonscan.String:
+				code, _ = d.Str()
+			case jsonscan.Number:
+				num, _ = d.SkipRaw()
+			default:
+				d.Skip()
+			}
+		case "type":
+			typ = rawStr(d)
+		case "status":
+			status = rawStr(d)
+		default:
+			d.Skip()
+		}
+	}
+	for _, v := range [...][]byte{code, typ, status, num} {
+		if len(v) > 0 {
+			return v
+		}
+	}
+	return errorWord
+}
+
+// errorWord is the code of an error object that gives none.
+var errorWord = []byte("error")
+
+// openAIUsage consumes an OpenAI usage object, in its chat form
+// (prompt_tokens, completion_tokens, completion_tokens_details.reasoning_tokens)
+// or its Responses form (input_tokens, output_tokens,
+// output_tokens_details.reasoning_tokens); OpenAI-compatible providers mix
+// them. Cached prompt tokens are part of the prompt count already.
+func openAIUsage(d *jsonscan.Decoder) Usage {
+	var u Usage
+	if d.Peek() != jsonscan.Object {
+		d.Skip()
+		return u
+	}
+	d.Object()
+	for {
+		k, ok := d.Key()
+		if !ok {
+			break
+		}
+		switch string(k) {
+		case "prompt_tokens", "input_tokens":
+			u.Input, u.HasInput = count(d)
+		case "completion_tokens", "output_tokens":
+			u.Output, u.HasOutput = count(d)
+		case "reasoning_tokens":
+			u.Reasoning, u.HasReasoning = count(d)
+		case "completion_tokens_details", "output_tokens_details":
+			if d.Peek() != jsonscan.Object {
+				d.Skip()
+				continue
+			}
+			d.Object()
+			for {
+				k, ok := d.Key()
+				if !ok {
+					break
+				}
+				if string(k) == "reasoning_tokens" {
+					u.Reasoning, u.HasReasoning = count(d)
+				} else {
+					d.Skip()
+				}
+			}
+		default:
+			d.Skip()
+		}
+	}
+	return u
+}

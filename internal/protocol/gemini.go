@@ -1,0 +1,306 @@
+package protocol
+
+import "github.com/ttfx/ttfx/internal/jsonscan"
+
+// Gemini streamGenerateContent?alt=sse sends one GenerateContentResponse per
+// event, CRLF-framed, and no end marker:
+//
+//	{"candidates":[{"content":{"parts":[{"text":"…"}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{…}}
+//
+//   - a text part is text, or reasoning with "thought": true;
+//   - a functionCall part is tool: a whole call, even with no arguments.
+//     Vertex AI can stream a call (streamFunctionCallArguments): a part with
+//     only the name and "willContinue": true is its header (metadata), and
+//     parts with partialArgs values are tool;
+//   - an executableCode part is tool (code the model runs);
+//   - an empty text part with only a thoughtSignature is metadata;
+//   - a candidate with finishReason is done — also MALFORMED_FUNCTION_CALL,
+//     which ends the stream with no output (FinishReason exposes it);
+//   - promptFeedback.blockReason (prompt blocked, no candidates) ends the
+//     response: done, with the block reason as the finish reason;
+//   - {"error":{"code","message","status"}} is error.
+//
+// Usage: usageMetadata on (nearly) every chunk, cumulative; the last wins.
+// candidatesTokenCount excludes thoughts (thoughtsTokenCount), so Gemini
+// always breaks reasoning out: output = candidates + thoughts, reasoning =
+// thoughts. Counts that are zero are omitted (proto3 JSON), so an absent
+// count in a present usageMetadata is 0.
+func geminiEvent(c *content, e *event, data []byte) bool {
+	d := jsonscan.New(data)
+	if d.Peek() != jsonscan.Object {
+		return d.Skip() && d.End() && unknown(e)
+	}
+	known := false
+	d.Object()
+	for {
+		k, ok := d.Key()
+		if !ok {
+			break
+		}
+		switch string(k) {
+		case "candidates":
+			known = true
+			if d.Peek() != jsonscan.Array {
+				d.Skip()
+				continue
+			}
+			d.Array()
+			for d.Elem() {
+				geminiCandidate(&d, c, e)
+			}
+		case "usageMetadata":
+			known = true
+			if u, ok := geminiUsage(&d); ok {
+				e.report(u)
+			}
+		case "promptFeedback":
+			known = true
+			if r := blockReason(&d); len(r) > 0 {
+				e.kinds |= Done
+				e.finish = r
+			}
+		case "error":
+			if d.Peek() == jsonscan.Object {
+				e.kinds |= Error
+				e.errCode = errorCode(&d)
+			} else {
+				d.Skip()
+			}
+		case "modelVersion", "responseId", "createTime":
+			known = true
+			d.Skip()
+		default:
+			d.Skip()
+		}
+	}
+	if !d.End() {
+		return false
+	}
+	if !known && e.kinds == 0 {
+		return unknown(e)
+	}
+	return true
+}
+
+func geminiCandidate(d *jsonscan.Decoder, c *content, e *event) {
+	if d.Peek() != jsonscan.Object {
+		d.Skip()
+		return
+	}
+	d.Object()
+	for {
+		k, ok := d.Key()
+		if !ok {
+			return
+		}
+		switch string(k) {
+		case "content":
+			if d.Peek() != jsonscan.Object {
+				d.Skip()
+				continue
+			}
+			d.Object()
+			for {
+				k, ok := d.Key()
+				if !ok {
+					break
+				}
+				if string(k) != "parts" || d.Peek() != jsonscan.Array {
+					d.Skip()
+					continue
+				}
+				d.Array()
+				for d.Elem() {
+					geminiPart(d, c, e)
+				}
+			}
+		case "finishReason":
+			if r := rawStr(d); len(r) > 0 {
+				e.kinds |= Done
+				e.finish = r
+			}
+		default:
+			d.Skip()
+		}
+	}
+}
+
+func geminiPart(d *jsonscan.Decoder, c *content, e *event) {
+	if d.Peek() != jsonscan.Object {
+		d.Skip()
+		return
+	}
+	var text []byte
+	hasText, thought := false, false
+	d.Object()
+	for {
+		k, ok := d.Key()
+		if !ok {
+			break
+		}
+		switch string(k) {
+		case "text":
+			if d.Peek() == jsonscan.String {
+				text, _ = d.Str()
+				hasText = true
+			} else {
+				d.Skip()
+			}
+		case "thought":
+			if d.Peek() == jsonscan.Bool {
+				thought, _ = d.Bool()
+			} else {
+				d.Skip()
+			}
+		case "functionCall":
+			if functionCall(d) {
+				e.kinds |= Tool
+			}
+		case "executableCode":
+			functionArgs(d, c, e, "code")
+		default:
+			d.Skip()
+		}
+	}
+	if hasText {
+		if thought {
+			addContent(c, e, text, Reasoning)
+		} else {
+			addContent(c, e, text, Text)
+		}
+	}
+}
+
+// functionCall consumes a functionCall and reports whether it is an action
+// (tool) rather than the header of a streamed Vertex call.
+func functionCall(d *jsonscan.Decoder) bool {
+	if d.Peek() != jsonscan.Object {
+		d.Skip()
+		return false
+	}
+	hasArgs, partial, willContinue, named := false, false, false, false
+	d.Object()
+	for {
+		k, ok := d.Key()
+		if !ok {
+			break
+		}
+		switch string(k) {
+		case "args":
+			hasArgs = d.Peek() == jsonscan.Object
+			d.Skip()
+		case "partialArgs":
+			partial = partialArgs(d) || partial
+		case "willContinue":
+			if d.Peek() == jsonscan.Bool {
+				willContinue, _ = d.Bool()
+			} else {
+				d.Skip()
+			}
+		case "name":
+			named = len(rawStr(d)) > 0
+		default:
+			d.Skip()
+		}
+	}
+	switch {
+	case hasArgs, partial:
+		return true
+	case willContinue:
+		return false // the header of a streamed call
+	default:
+		return named // a whole call of a function without parameters
+	}
+}
+
+// partialArgs consumes Vertex's partialArgs list
+// ([{"jsonPath":"$.city","stringValue":"Bos","willContinue":true}, …]) and
+// reports whether any element carries a value: a non-whitespace
+// stringValue, or a number, bool or null value.
+func partialArgs(d *jsonscan.Decoder) bool {
+	if d.Peek() != jsonscan.Array {
+		d.Skip()
+		return false
+	}
+	found := false
+	d.Array()
+	for d.Elem() {
+		if d.Peek() != jsonscan.Object {
+			d.Skip()
+			continue
+		}
+		d.Object()
+		for {
+			k, ok := d.Key()
+			if !ok {
+				break
+			}
+			switch string(k) {
+			case "stringValue":
+				if raw := rawStr(d); jsonscan.HasNonSpace(raw) {
+					found = true
+				}
+			case "numberValue", "boolValue", "nullValue":
+				found = true
+				d.Skip()
+			default:
+				d.Skip()
+			}
+		}
+	}
+	return found
+}
+
+// blockReason consumes promptFeedback and returns its blockReason.
+func blockReason(d *jsonscan.Decoder) []byte {
+	if d.Peek() != jsonscan.Object {
+		d.Skip()
+		return nil
+	}
+	var r []byte
+	d.Object()
+	for {
+		k, ok := d.Key()
+		if !ok {
+			return r
+		}
+		if string(k) == "blockReason" {
+			r = rawStr(d)
+		} else {
+			d.Skip()
+		}
+	}
+}
+
+// geminiUsage consumes usageMetadata. Input is promptTokenCount +
+// toolUsePromptTokenCount (both are prompt the model read).
+func geminiUsage(d *jsonscan.Decoder) (Usage, bool) {
+	var u Usage
+	if d.Peek() != jsonscan.Object {
+		d.Skip()
+		return u, false
+	}
+	var candidates, thoughts int
+	d.Object()
+	for {
+		k, ok := d.Key()
+		if !ok {
+			break
+		}
+		switch string(k) {
+		case "promptTokenCount", "toolUsePromptTokenCount":
+			if n, ok := count(d); ok {
+				u.Input += n
+			}
+		case "candidatesTokenCount":
+			candidates, _ = count(d)
+		case "thoughtsTokenCount":
+			thoughts, _ = count(d)
+		default:
+			d.Skip()
+		}
+	}
+	u.Output, u.Reasoning = candidates+thoughts, thoughts
+	u.HasInput, u.HasOutput, u.HasReasoning = true, true, true
+	return u, true
+}

@@ -1,0 +1,569 @@
+// Package protocol classifies the events of LLM provider streams (SPEC.md
+// §2) and accounts for their tokens (§3), for the four APIs ttfx relays:
+// OpenAI chat/completions (and legacy completions), OpenAI Responses,
+// Anthropic Messages and Gemini streamGenerateContent?alt=sse. One file per
+// API holds its wire rules; this file holds what they share.
+//
+// The gateway and the benchmark client run the same Stream over every event
+// of every stream, so that both sides of the wire name the same milestones:
+// an event with data (t3), the first effective content (t4: non-whitespace
+// text, reasoning or tool-call arguments), the first visible text (t5). The
+// hot path walks each event's JSON once with internal/jsonscan and does not
+// allocate (see the benchmarks).
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/ttfx/ttfx/internal/jsonscan"
+	"github.com/ttfx/ttfx/internal/sse"
+	"github.com/ttfx/ttfx/internal/tokens"
+)
+
+// API names a provider wire protocol. The values are the SPEC.md §10 names.
+type API string
+
+// The APIs a Stream can classify.
+const (
+	OpenAIChat      API = "openai.chat"      // chat.completion.chunk streams; also legacy /v1/completions (choices[].text is text)
+	OpenAIResponses API = "openai.responses" // Responses API event streams
+	Anthropic       API = "anthropic"        // Messages API event streams
+	Gemini          API = "gemini"           // streamGenerateContent?alt=sse
+)
+
+// APIs lists every API, in SPEC order.
+var APIs = []API{OpenAIChat, OpenAIResponses, Anthropic, Gemini}
+
+// ParseAPI returns the API named s (one of the SPEC §10 names).
+func ParseAPI(s string) (API, error) {
+	for _, a := range APIs {
+		if string(a) == s {
+			return a, nil
+		}
+	}
+	names := make([]string, len(APIs))
+	for i, a := range APIs {
+		names[i] = string(a)
+	}
+	return "", fmt.Errorf("unknown api %q (want one of %s)", s, strings.Join(names, ", "))
+}
+
+// Kind is a set of the SPEC §2 kinds one event carries (one event can carry
+// several: reasoning and text, tool arguments and a finish reason, text and
+// usage).
+type Kind uint16
+
+// The kinds of §2. Text, Reasoning and Tool are only set for content with at
+// least one non-whitespace character; empty or whitespace-only deltas are
+// Metadata.
+const (
+	Heartbeat Kind = 1 << iota // SSE comments, empty data, Anthropic ping, Responses keepalive
+	Metadata                   // role-only, empty or usage-only chunks, block and item starts, tool-call headers, signatures
+	Reasoning                  // reasoning or thinking text (also redacted/encrypted reasoning blocks)
+	Tool                       // tool/function-call argument text, whole Gemini function calls
+	Text                       // visible text (content, refusal, text deltas)
+	Done                       // a terminal marker or a finish/stop reason
+	Error                      // an in-stream error object
+	Unknown                    // malformed or unrecognised
+)
+
+// primaryOrder ranks the kinds for Primary. Error comes first because it
+// decides the stream's terminal state. Then content, latest milestone first:
+// an event with text is where t5 falls even if it also carries reasoning or
+// a tool call, and tool arguments are an action the user waits on more
+// directly than reasoning. Done ranks below content so that a final chunk
+// that carries the last text (or Mistral's whole tool call) with its
+// finish_reason counts as content. Metadata and Heartbeat carry nothing the
+// user sees; Unknown is last because any recognised part says more.
+var primaryOrder = [...]Kind{Error, Text, Tool, Reasoning, Done, Metadata, Heartbeat, Unknown}
+
+var kindName = map[Kind]string{
+	Heartbeat: "heartbeat", Metadata: "metadata", Reasoning: "reasoning", Tool: "tool",
+	Text: "text", Done: "done", Error: "error", Unknown: "unknown",
+}
+
+// Primary returns the most significant single kind in k (see primaryOrder:
+// Error > Text > Tool > Reasoning > Done > Metadata > Heartbeat > Unknown),
+// or 0 for the empty set.
+func (k Kind) Primary() Kind {
+	for _, p := range primaryOrder {
+		if k&p != 0 {
+			return p
+		}
+	}
+	return 0
+}
+
+// Has reports whether k contains every kind in x.
+func (k Kind) Has(x Kind) bool { return k&x == x && x != 0 }
+
+// List returns the names of the kinds in k, most significant first.
+func (k Kind) List() []string {
+	var names []string
+	for _, p := range primaryOrder {
+		if k&p != 0 {
+			names = append(names, kindName[p])
+		}
+	}
+	return names
+}
+
+// String returns the kinds joined by "+", most significant first
+// ("tool+done"), or "none" for the empty set.
+func (k Kind) String() string {
+	if k == 0 {
+		return "none"
+	}
+	return strings.Join(k.List(), "+")
+}
+
+// Result is what one piece of a stream carried.
+type Result struct {
+	Kinds Kind
+	// Event is set for a dispatched SSE event with non-empty data: a t3
+	// candidate. Comments, blank lines, skipped blocks and events whose
+	// data is empty or only white space are not.
+	Event bool
+	// Effective is set when the event carries non-whitespace text,
+	// reasoning or tool-call arguments: a t4 candidate.
+	Effective bool
+	// Visible is set when the event carries non-whitespace visible text: a
+	// t5 candidate.
+	Visible bool
+	// UsageOnly is set for an OpenAI chat usage-only chunk (no choices,
+	// usage set), which the relay strips when it asked for
+	// stream_options.include_usage itself (§3).
+	UsageOnly bool
+	// Terminal is set when the event carries a terminal marker, a
+	// finish/stop reason or an error.
+	Terminal bool
+}
+
+// Counts is the number of pieces of a stream per kind, each counted once
+// under its Kinds.Primary(); comment lines count one heartbeat each.
+type Counts struct {
+	Heartbeat int `json:"heartbeat"`
+	Metadata  int `json:"metadata"`
+	Reasoning int `json:"reasoning"`
+	Tool      int `json:"tool"`
+	Text      int `json:"text"`
+	Done      int `json:"done"`
+	Error     int `json:"error"`
+	Unknown   int `json:"unknown"`
+}
+
+func (c *Counts) add(k Kind, n int) {
+	switch k.Primary() {
+	case Heartbeat:
+		c.Heartbeat += n
+	case Metadata:
+		c.Metadata += n
+	case Reasoning:
+		c.Reasoning += n
+	case Tool:
+		c.Tool += n
+	case Text:
+		c.Text += n
+	case Done:
+		c.Done += n
+	case Error:
+		c.Error += n
+	case Unknown:
+		c.Unknown += n
+	}
+}
+
+// Usage is a provider's token report. Output counts every generated token,
+// reasoning included (OpenAI completion_tokens and output_tokens, Anthropic
+// output_tokens, Gemini candidatesTokenCount + thoughtsTokenCount); Input
+// counts every prompt token, cached ones included (Anthropic input_tokens +
+// cache_creation_input_tokens + cache_read_input_tokens). A Has flag is false
+// when the provider did not report that count.
+type Usage struct {
+	Input, Output, Reasoning          int
+	HasInput, HasOutput, HasReasoning bool
+}
+
+// merge lays a later report over u: the last report of each count wins
+// (§2), and a report that omits a count does not erase an earlier one
+// (Anthropic reports input in message_start and output in message_delta).
+func (u *Usage) merge(v Usage) {
+	if v.HasInput {
+		u.Input, u.HasInput = v.Input, true
+	}
+	if v.HasOutput {
+		u.Output, u.HasOutput = v.Output, true
+	}
+	if v.HasReasoning {
+		u.Reasoning, u.HasReasoning = v.Reasoning, true
+	}
+}
+
+func (u Usage) any() bool { return u.HasInput || u.HasOutput || u.HasReasoning }
+
+// MarshalJSON writes {"input","output","reasoning"} with null for a count
+// that was not reported.
+func (u Usage) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Input     *int `json:"input"`
+		Output    *int `json:"output"`
+		Reasoning *int `json:"reasoning"`
+	}{ptr(u.Input, u.HasInput), ptr(u.Output, u.HasOutput), ptr(u.Reasoning, u.HasReasoning)})
+}
+
+func ptr(n int, ok bool) *int {
+	if !ok {
+		return nil
+	}
+	return &n
+}
+
+// Token sources (SPEC §3 tokens_source).
+const (
+	SourceUsage    = "usage"    // visible tokens came from the provider's usage
+	SourceEstimate = "estimate" // visible tokens were counted with the tokenizer
+)
+
+// Tokens are the token counts of a stream or response for the record (§3).
+// Input, Output and Reasoning are the provider's usage; Visible is output −
+// reasoning when the usage can tell, otherwise a tokenizer estimate over the
+// visible text, and Source says which. A Has flag is false when the count
+// is unknown.
+type Tokens struct {
+	Input, Output, Reasoning, Visible             int
+	HasInput, HasOutput, HasReasoning, HasVisible bool
+	Source                                        string // SourceUsage, SourceEstimate, or "" when nothing was seen
+}
+
+// Terminal is how a stream ended.
+type Terminal uint8
+
+// Terminal states. The zero value is TerminalTruncated: a stream that showed
+// no terminal marker, finish reason or error ended truncated, even if the
+// connection closed cleanly (§2: "closed" is not "succeeded").
+const (
+	TerminalTruncated Terminal = iota
+	TerminalDone
+	TerminalError
+)
+
+// String returns "truncated", "done" or "error".
+func (t Terminal) String() string {
+	switch t {
+	case TerminalDone:
+		return "done"
+	case TerminalError:
+		return "error"
+	default:
+		return "truncated"
+	}
+}
+
+// MarshalText writes the String form, for JSON.
+func (t Terminal) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// maxVisible bounds the visible text a Stream keeps for the estimate: the
+// first 1 MiB; beyond it the estimate is extrapolated by the byte ratio.
+const maxVisible = 1 << 20
+
+// content is what a stream or a response body carried so far, for token
+// accounting: the usage, which kinds of content appeared, and the start of
+// the visible text.
+type content struct {
+	usage        Usage
+	sawText      bool
+	sawReasoning bool
+	sawTool      bool
+	visible      []byte // unescaped visible text, at most about maxVisible bytes
+	visibleRaw   int    // raw (escaped) bytes of the text in visible
+	rawTotal     int    // raw bytes of all visible text seen
+}
+
+// addVisible records the raw JSON string contents of visible text.
+func (c *content) addVisible(raw []byte) {
+	if len(raw) == 0 {
+		return
+	}
+	c.rawTotal += len(raw)
+	if room := maxVisible - len(c.visible); room > 0 {
+		if len(raw) > room {
+			raw = raw[:room]
+		}
+		c.visible = jsonscan.AppendUnescaped(c.visible, raw)
+		c.visibleRaw += len(raw)
+	}
+}
+
+// estimate counts the tokens of the visible text, extrapolating by bytes
+// past what was kept.
+func (c *content) estimate() int {
+	n := tokens.Count(string(c.visible))
+	if c.rawTotal > c.visibleRaw && c.visibleRaw > 0 {
+		n = int(float64(n) * float64(c.rawTotal) / float64(c.visibleRaw))
+	}
+	return n
+}
+
+// hiddenMargin decides when a usage report that does not break reasoning out
+// cannot be the visible text alone: output > 2 × estimate + 16. The factor
+// absorbs tokenizer differences between o200k_base and the provider's own
+// (they differ by well under 2× on text); the constant absorbs short texts.
+// OpenRouter's nemotron reports 47 completion tokens for "Hi there!" (3
+// tokens) because it counts hidden reasoning.
+func hiddenMargin(estimate int) int { return 2*estimate + 16 }
+
+// tokens derives the §3 token counts. seen says whether anything was
+// classified at all (a stream with no event has no counts to give).
+func (c *content) tokens(seen bool) Tokens {
+	u := c.usage
+	t := Tokens{
+		Input: u.Input, HasInput: u.HasInput,
+		Output: u.Output, HasOutput: u.HasOutput,
+		Reasoning: u.Reasoning, HasReasoning: u.HasReasoning,
+	}
+	if !seen && !u.any() {
+		return t
+	}
+	est := c.estimate()
+	// Usage gives the visible count when its output is all visible text, or
+	// all of it but the reasoning it breaks out. It cannot when the stream
+	// had tool arguments (counted in output by every provider), or
+	// reasoning that the usage lumps in with the text (Anthropic).
+	if u.HasOutput && !c.sawTool && (u.HasReasoning || !c.sawReasoning) {
+		v := u.Output
+		if u.HasReasoning {
+			v -= u.Reasoning
+		}
+		if v < 0 {
+			v = 0
+		}
+		if u.HasReasoning || v <= hiddenMargin(est) {
+			t.Visible, t.HasVisible, t.Source = v, true, SourceUsage
+			return t
+		}
+	}
+	t.Visible, t.HasVisible, t.Source = est, true, SourceEstimate
+	return t
+}
+
+// event is what one event carries, collected while its JSON is walked and
+// applied to the Stream only when the whole event parsed.
+type event struct {
+	kinds     Kind
+	usage     Usage
+	finish    []byte // finish/stop reason, raw; valid while the event's data is
+	errCode   []byte // error type or code, raw
+	usageOnly bool
+}
+
+// report merges a usage report into the event.
+func (e *event) report(u Usage) {
+	if u.any() {
+		e.usage.merge(u)
+		e.kinds |= Metadata
+	}
+}
+
+// Stream is the classification state of one stream. Not safe for
+// concurrent use; one Stream per stream.
+type Stream struct {
+	api     API
+	c       content
+	counts  Counts
+	events  int // dispatched events with data
+	sawDone bool
+	sawErr  bool
+	finish  string
+	errCode string
+}
+
+// NewStream returns a Stream for a stream of api.
+func NewStream(api API) *Stream { return &Stream{api: api} }
+
+// API returns the stream's API.
+func (s *Stream) API() API { return s.api }
+
+// Piece classifies one piece yielded by an sse.Reader: comments are
+// heartbeats (one per comment line; a piece of blank lines only carries
+// nothing), skipped, malformed and incomplete blocks are Unknown, events
+// are classified by Event.
+func (s *Stream) Piece(p *sse.Piece) Result {
+	switch p.Kind {
+	case sse.PieceEvent:
+		return s.Event(&p.Event)
+	case sse.PieceComment:
+		n := commentLines(p.Raw)
+		if n == 0 {
+			return Result{}
+		}
+		s.counts.Heartbeat += n
+		return Result{Kinds: Heartbeat}
+	default:
+		s.counts.Unknown++
+		return Result{Kinds: Unknown}
+	}
+}
+
+// commentLines counts the lines of raw that start with ':' (a leading BOM
+// of the stream is not part of the line).
+func commentLines(raw []byte) int {
+	raw = bytes.TrimPrefix(raw, []byte("\xEF\xBB\xBF"))
+	n := 0
+	start := true
+	for i, c := range raw {
+		if start && c == ':' {
+			n++
+		}
+		start = c == '\n' || (c == '\r' && (i+1 >= len(raw) || raw[i+1] != '\n'))
+	}
+	return n
+}
+
+// Event classifies one dispatched event. An event whose data is empty or
+// only white space (a lone `data:` line) is a heartbeat, not a t3 event.
+func (s *Stream) Event(ev *sse.Event) Result {
+	data := trimSpace(ev.Data)
+	if len(data) == 0 {
+		s.counts.Heartbeat++
+		return Result{Kinds: Heartbeat}
+	}
+	s.events++
+	mark := s.c
+	var e event
+	ok := false
+	switch s.api {
+	case OpenAIChat:
+		ok = chatEvent(&s.c, &e, data)
+	case OpenAIResponses:
+		ok = responsesEvent(&s.c, &e, ev.Type, data)
+	case Anthropic:
+		ok = anthropicEvent(&s.c, &e, ev.Type, data)
+	case Gemini:
+		ok = geminiEvent(&s.c, &e, data)
+	}
+	if !ok {
+		// Nothing of a malformed event counts: restore the visible text
+		// (the slice only grew, so truncating restores it) and flags.
+		vis := s.c.visible[:len(mark.visible)]
+		s.c = mark
+		s.c.visible = vis
+		e = event{kinds: Unknown}
+	}
+	if e.kinds == 0 {
+		e.kinds = Metadata
+	}
+	r := Result{
+		Kinds:     e.kinds,
+		Event:     true,
+		Effective: e.kinds&(Text|Reasoning|Tool) != 0,
+		Visible:   e.kinds&Text != 0,
+		UsageOnly: e.usageOnly,
+		Terminal:  e.kinds&(Done|Error) != 0,
+	}
+	s.counts.add(e.kinds, 1)
+	s.c.sawText = s.c.sawText || e.kinds&Text != 0
+	s.c.sawReasoning = s.c.sawReasoning || e.kinds&Reasoning != 0
+	s.c.sawTool = s.c.sawTool || e.kinds&Tool != 0
+	s.sawDone = s.sawDone || e.kinds&Done != 0
+	s.sawErr = s.sawErr || e.kinds&Error != 0
+	s.c.usage.merge(e.usage)
+	if len(e.finish) > 0 && s.finish != string(e.finish) {
+		s.finish = intern(e.finish)
+	}
+	if len(e.errCode) > 0 && s.errCode != string(e.errCode) {
+		s.errCode = string(e.errCode)
+	}
+	return r
+}
+
+// Counts returns the pieces seen so far per primary kind.
+func (s *Stream) Counts() Counts { return s.counts }
+
+// Usage returns the provider's usage as reported so far (the last report of
+// each count wins).
+func (s *Stream) Usage() Usage { return s.c.usage }
+
+// FinishReason returns the last finish/stop reason the stream gave
+// (finish_reason, stop_reason, Gemini finishReason — e.g.
+// MALFORMED_FUNCTION_CALL, which ends the stream as done but with no
+// output — or a Responses status), or "".
+func (s *Stream) FinishReason() string { return s.finish }
+
+// ErrorCode returns the type or code of the last in-stream error
+// ("overloaded_error", "server_error", "INTERNAL"), or "". Error messages
+// are not kept: they may quote the request.
+func (s *Stream) ErrorCode() string { return s.errCode }
+
+// Terminal returns how the stream ended; call it after the stream ended.
+// An error wins over a terminal marker (providers often send [DONE] after
+// an error chunk).
+func (s *Stream) Terminal() Terminal {
+	switch {
+	case s.sawErr:
+		return TerminalError
+	case s.sawDone:
+		return TerminalDone
+	default:
+		return TerminalTruncated
+	}
+}
+
+// Tokens returns the §3 token counts: the usage, and visible tokens from the
+// usage (output − reasoning when reasoning is broken out, output when there
+// was no reasoning or tool content) or else a tokenizer estimate over the
+// visible text seen. A usage that does not break reasoning out and reports
+// far more output than the visible text could hold (hidden reasoning, as
+// OpenRouter's reasoning models report) is not taken as the visible count.
+// It runs the tokenizer: call it once, after the stream ended.
+func (s *Stream) Tokens() Tokens { return s.c.tokens(s.events > 0) }
+
+// VisibleText returns the visible text kept so far (at most about 1 MiB),
+// for tests and offline tools; the gateway never stores it.
+func (s *Stream) VisibleText() string { return string(s.c.visible) }
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\n' || b[0] == '\r') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t' || b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// intern returns common finish reasons as constants so that recording them
+// does not allocate; others are copied.
+func intern(b []byte) string {
+	switch string(b) {
+	case "stop":
+		return "stop"
+	case "length":
+		return "length"
+	case "tool_calls":
+		return "tool_calls"
+	case "function_call":
+		return "function_call"
+	case "content_filter":
+		return "content_filter"
+	case "end_turn":
+		return "end_turn"
+	case "tool_use":
+		return "tool_use"
+	case "max_tokens":
+		return "max_tokens"
+	case "stop_sequence":
+		return "stop_sequence"
+	case "STOP":
+		return "STOP"
+	case "MAX_TOKENS":
+		return "MAX_TOKENS"
+	case "SAFETY":
+		return "SAFETY"
+	case "completed":
+		return "completed"
+	}
+	return string(b)
+}
