@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/ttfx/ttfx/internal/sim"
+)
+
+func init() {
+	register(command{name: "sim", summary: "run the simulated provider (all four APIs, timing profiles, faults, replay)", run: runSim})
+}
+
+// simShutdownGrace is how long open streams may run on after SIGINT or
+// SIGTERM before they are cut.
+const simShutdownGrace = 5 * time.Second
+
+func runSim(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	listen := fs.String("listen", "127.0.0.1:9001", "address to listen on (host:port; port 0 picks a free one)")
+	profiles := fs.String("profiles", "", "YAML file of profiles, merged over the built-in ones")
+	replay := fs.String("replay", "", "recorded .sse file served for every model that matches no profile")
+	def := fs.String("default", "", "profile that serves models matching no profile (default: 404)")
+	key := fs.String("key-env", "", "name of an environment variable holding an API key that requests must present")
+	verbose := fs.Bool("v", false, "log every request to stderr")
+	fs.Usage = func() {
+		fmt.Fprint(os.Stderr, `usage: ttfx sim [--listen ADDR] [--profiles FILE] [--replay FILE.sse] [--default NAME] [--key-env VAR] [-v]
+
+Serves OpenAI (/v1/chat/completions, /v1/completions, /v1/responses,
+/v1/embeddings, /v1/models), Anthropic (/v1/messages) and Gemini
+(/v1beta/models/{model}:generateContent, :streamGenerateContent?alt=sse)
+with the timing of the profile the request's model names.
+
+A replay file may carry its timing in comment lines ": t=MS" (the next
+event is sent MS ms after receipt) and ": headers=MS"; without them events
+go out 10 ms apart.
+
+flags:
+`)
+		fs.SetOutput(os.Stderr)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.Usage()
+			return nil
+		}
+		fs.Usage()
+		return usageError("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return usageError("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+
+	set := sim.Builtin()
+	if *profiles != "" {
+		loaded, err := sim.LoadProfiles(*profiles)
+		if err != nil {
+			return err
+		}
+		for n, p := range loaded {
+			set[n] = p
+		}
+	}
+	opts := sim.Options{Profiles: set, Default: *def}
+	if *replay != "" {
+		p, err := sim.ReplayProfile(*replay)
+		if err != nil {
+			return err
+		}
+		set["replay"] = p
+		if opts.Default == "" {
+			opts.Default = "replay"
+		}
+	}
+	if opts.Default != "" {
+		if _, ok := set[opts.Default]; !ok {
+			return usageError("--default %q is not a profile (have: %s)", opts.Default, strings.Join(sim.Names(set), ", "))
+		}
+	}
+	for _, n := range sim.Names(set) {
+		if err := set[n].Validate(); err != nil {
+			return fmt.Errorf("profile %q: %w", n, err)
+		}
+	}
+	if *key != "" {
+		opts.APIKey = os.Getenv(*key)
+		if opts.APIKey == "" {
+			return usageError("--key-env %s: the variable is empty or not set", *key)
+		}
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{Handler: sim.New(opts), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Printf("ttfx sim listening on http://%s\n", ln.Addr())
+	fmt.Printf("profiles: %s\n", strings.Join(sim.Names(set), ", "))
+	if opts.Default != "" {
+		fmt.Printf("default profile: %s\n", opts.Default)
+	}
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	// Let open streams finish for a moment, then cut what is left.
+	sctx, cancel := context.WithTimeout(context.Background(), simShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}

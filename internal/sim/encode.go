@@ -1,0 +1,275 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/ttfx/ttfx/internal/sse"
+)
+
+// API names the endpoint family a request came to. The four streaming
+// protocols use the names of SPEC.md §10 (`ttfx inspect --api`).
+type API string
+
+// The endpoints the simulator serves.
+const (
+	APIChat        API = "openai.chat"        // POST /v1/chat/completions
+	APICompletions API = "openai.completions" // POST /v1/completions (legacy text completions)
+	APIResponses   API = "openai.responses"   // POST /v1/responses
+	APIEmbeddings  API = "openai.embeddings"  // POST /v1/embeddings
+	APIModels      API = "models"             // GET /v1/models, /v1beta/models
+	APIAnthropic   API = "anthropic"          // POST /v1/messages
+	APIGemini      API = "gemini"             // POST /v1beta/models/{model}:generateContent, :streamGenerateContent?alt=sse
+	APIHealth      API = "healthz"            // GET /healthz
+)
+
+// created is the fixed creation time written into OpenAI bodies
+// (2026-01-01T00:00:00Z): a wall-clock timestamp would make the same
+// profile's bodies differ from one request to the next.
+const created int64 = 1767225600
+
+// response is what one request's encoder needs: shared by the protocols.
+type response struct {
+	model        string
+	id           ids
+	c            *content
+	input        int        // prompt tokens
+	includeUsage bool       // OpenAI stream_options.include_usage
+	order        []stepKind // the content parts in the order the stream sends them
+	hasTool      bool
+}
+
+func newResponse(model, profile string, p Profile, c *content, pl plan, input int, includeUsage bool) *response {
+	r := &response{model: model, id: makeIDs(profile, p.Seed), c: c, input: input, includeUsage: includeUsage}
+	seen := map[stepKind]bool{}
+	for _, st := range pl.steps {
+		switch st.kind {
+		case stepReasoning, stepTool, stepText:
+			if !seen[st.kind] {
+				seen[st.kind] = true
+				r.order = append(r.order, st.kind)
+			}
+		}
+	}
+	r.hasTool = seen[stepTool]
+	return r
+}
+
+// encoder writes the steps of a plan in one protocol's wire format.
+type encoder interface {
+	// frame appends the bytes of st to dst; nothing when the protocol has
+	// no counterpart of the step.
+	frame(dst []byte, st step) []byte
+	// body returns the complete non-streaming response.
+	body() []byte
+}
+
+// marshal encodes v as JSON the way the providers write it: compact, and
+// without Go's HTML escaping of <, > and & (no provider escapes them).
+func marshal(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		// Every value marshalled here is a struct of strings, numbers and
+		// slices of them: failing is a programming error.
+		panic("sim: marshal: " + err.Error())
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'})
+}
+
+// appendData appends one `data:` event (OpenAI chat and completions style).
+func appendData(dst []byte, v any) []byte { return sse.AppendEvent(dst, "", marshal(v)) }
+
+// appendTyped appends an event with an `event:` line (Anthropic, Responses).
+func appendTyped(dst []byte, typ string, v any) []byte { return sse.AppendEvent(dst, typ, marshal(v)) }
+
+// appendCRLF appends one `data:` event framed with CRLF line ends, as
+// Gemini's servers send them (see the gemini fixtures).
+func appendCRLF(dst []byte, v any) []byte {
+	dst = append(dst, "data: "...)
+	dst = append(dst, marshal(v)...)
+	return append(dst, "\r\n\r\n"...)
+}
+
+// null is a JSON null for fields that providers send as null rather than
+// leave out.
+var null = json.RawMessage("null")
+
+func ptr[T any](v T) *T { return &v }
+
+// errorFamily is how a protocol writes its errors.
+type errorFamily uint8
+
+const (
+	familyOpenAI errorFamily = iota
+	familyAnthropic
+	familyGemini
+)
+
+func familyOf(api API) errorFamily {
+	switch api {
+	case APIAnthropic:
+		return familyAnthropic
+	case APIGemini:
+		return familyGemini
+	}
+	return familyOpenAI
+}
+
+// apiError is an error response in a protocol's own format.
+type apiError struct {
+	status int
+	msg    string
+	param  string // OpenAI's "param", when one field is at fault
+	code   string // OpenAI's "code"; empty: derived from status
+}
+
+func (e *apiError) Error() string { return strconv.Itoa(e.status) + " " + e.msg }
+
+func errorf(status int, msg string) *apiError { return &apiError{status: status, msg: msg} }
+
+// errorBody returns the JSON error body of family f.
+func errorBody(f errorFamily, e *apiError) []byte {
+	switch f {
+	case familyAnthropic:
+		// {"type":"error","error":{"type":…,"message":…}}, Anthropic's
+		// documented error shapes.
+		return marshal(struct {
+			Type  string `json:"type"`
+			Error struct {
+				Type    string `json:"type"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}{Type: "error", Error: struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		}{anthropicErrorType(e.status), e.msg}})
+	case familyGemini:
+		// Google's {"error":{"code","message","status"}}.
+		type gerr struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+			Status  string `json:"status"`
+		}
+		return marshal(struct {
+			Error gerr `json:"error"`
+		}{gerr{e.status, e.msg, geminiStatus(e.status)}})
+	}
+	type oerr struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
+	}
+	o := oerr{Message: e.msg, Type: openAIErrorType(e.status)}
+	if e.param != "" {
+		o.Param = ptr(e.param)
+	}
+	if e.code != "" {
+		o.Code = ptr(e.code)
+	} else if c := openAIErrorCode(e.status); c != "" {
+		o.Code = ptr(c)
+	}
+	return marshal(struct {
+		Error oerr `json:"error"`
+	}{o})
+}
+
+// writeError sends e as a complete response in family f's format.
+func writeError(w http.ResponseWriter, f errorFamily, e *apiError) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	if e.status == http.StatusTooManyRequests || e.status == http.StatusServiceUnavailable || e.status == 529 {
+		h.Set("Retry-After", "1")
+	}
+	w.WriteHeader(e.status)
+	w.Write(errorBody(f, e))
+}
+
+func openAIErrorType(status int) string {
+	switch {
+	case status == 401:
+		return "authentication_error"
+	case status == 403:
+		return "permission_error"
+	case status == 429:
+		return "rate_limit_error"
+	case status >= 500:
+		return "server_error"
+	}
+	return "invalid_request_error"
+}
+
+func openAIErrorCode(status int) string {
+	switch status {
+	case 401:
+		return "invalid_api_key"
+	case 404:
+		return "model_not_found"
+	case 429:
+		return "rate_limit_exceeded"
+	}
+	return ""
+}
+
+// anthropicErrorType maps a status to Anthropic's error types.
+func anthropicErrorType(status int) string {
+	switch status {
+	case 400, 405, 422:
+		return "invalid_request_error"
+	case 401:
+		return "authentication_error"
+	case 403:
+		return "permission_error"
+	case 404:
+		return "not_found_error"
+	case 413:
+		return "request_too_large"
+	case 429:
+		return "rate_limit_error"
+	case 503, 529:
+		return "overloaded_error"
+	}
+	if status >= 500 {
+		return "api_error"
+	}
+	return "invalid_request_error"
+}
+
+// geminiStatus maps a status to google.rpc.Code names.
+func geminiStatus(status int) string {
+	switch status {
+	case 400, 405, 413:
+		return "INVALID_ARGUMENT"
+	case 401:
+		return "UNAUTHENTICATED"
+	case 403:
+		return "PERMISSION_DENIED"
+	case 404:
+		return "NOT_FOUND"
+	case 409:
+		return "ABORTED"
+	case 429:
+		return "RESOURCE_EXHAUSTED"
+	case 501:
+		return "UNIMPLEMENTED"
+	case 503:
+		return "UNAVAILABLE"
+	case 504:
+		return "DEADLINE_EXCEEDED"
+	}
+	if status >= 500 {
+		return "INTERNAL"
+	}
+	return "FAILED_PRECONDITION"
+}
+
+// streamErrorMessage is the message of the error_event fault.
+const streamErrorMessage = "The simulated server had an error while processing your request (fault error_event_after)."
+
+// joinText concatenates the texts of pieces.
+func joinText(pieces []string) string { return strings.Join(pieces, "") }
