@@ -5,20 +5,22 @@ import "github.com/ttfx/ttfx/internal/jsonscan"
 // Gemini streamGenerateContent?alt=sse sends one GenerateContentResponse per
 // event, CRLF-framed, and no end marker:
 //
-//		{"candidates":[{"content":{"parts":[{"text":"…"}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{…}}
+//	{"candidates":[{"content":{"parts":[{"text":"…"}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{…}}
 //
-//	  - a text part is text, or reasoning with "thought": true;
-//	  - a functionCall part is tool: a whole call, even with no arguments.
-//	    Vertex AI can stream a call (streamFunctionCallArguments): a part with
-//	    only the name and "willContinue": true is its header (metadata), and
-//	    parts with partialArgs values are tool;
-//	  - an executableCode part is tool (code the model runs);
-//	  - an empty text part with only a thoughtSignature is metadata;
-//	  - a candidate with finishReason is done — also MALFORMED_FUNCTION_CALL,
-//	    which ends the stream with no output (FinishReason exposes it);
-//	  - promptFeedback.blockReason (prompt blocked, no candidates) ends the
-//	    response: done, with the block reason as the finish reason;
-//	  - {"error":{"code","message","status"}} is error.
+// The parts decide the kinds:
+//   - a text part is text, or reasoning with "thought": true;
+//   - a functionCall part is tool: a whole call, even with no arguments.
+//     Vertex AI can stream a call (streamFunctionCallArguments): a part with
+//     only the name and "willContinue": true is its header (metadata), and
+//     parts with partialArgs values are tool;
+//   - an executableCode part is tool (code the model runs);
+//   - an empty text part with only a thoughtSignature is metadata.
+//
+// A candidate with finishReason is done — also MALFORMED_FUNCTION_CALL,
+// which ends the stream with no output (FinishReason exposes it).
+// promptFeedback.blockReason (prompt blocked, no candidates) ends the
+// response: done, with the block reason as the finish reason.
+// {"error":{"code","message","status"}} is error.
 //
 // Usage: usageMetadata on (nearly) every chunk, cumulative; the last wins.
 // candidatesTokenCount excludes thoughts (thoughtsTokenCount), so Gemini
