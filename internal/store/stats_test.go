@@ -1,0 +1,242 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ttfx/ttfx/internal/record"
+	"github.com/ttfx/ttfx/internal/timeline"
+)
+
+func TestPercentile(t *testing.T) {
+	// Reference values are numpy.percentile's default (linear, R-7).
+	cases := []struct {
+		in                 []float64
+		p50, p90, p95, p99 float64
+	}{
+		{[]float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 5.5, 9.1, 9.55, 9.91},
+		{[]float64{50, 15, 40, 20, 35}, 35, 46, 48, 49.6},
+		{[]float64{7}, 7, 7, 7, 7},
+		{[]float64{3, 1}, 2, 2.8, 2.9, 2.98},
+		{[]float64{-2, 0, 0, 0, 8}, 0, 4.8, 6.4, 7.68},
+	}
+	for _, c := range cases {
+		s := Summarize(append([]float64(nil), c.in...), 3)
+		for name, pair := range map[string][2]float64{"p50": {*s.P50, c.p50}, "p90": {*s.P90, c.p90}, "p95": {*s.P95, c.p95}, "p99": {*s.P99, c.p99}} {
+			if math.Abs(pair[0]-pair[1]) > 1e-9 {
+				t.Errorf("%v %s = %v, want %v", c.in, name, pair[0], pair[1])
+			}
+		}
+		if s.Count != len(c.in) || s.Absent != 3 {
+			t.Errorf("%v: count %d absent %d", c.in, s.Count, s.Absent)
+		}
+	}
+	if got := Percentile([]float64{1, 2}, 0); got != 1 {
+		t.Errorf("p0 = %v", got)
+	}
+	if got := Percentile([]float64{1, 2}, 1); got != 2 {
+		t.Errorf("p100 = %v", got)
+	}
+	empty := Summarize(nil, 4)
+	if empty.Count != 0 || empty.Absent != 4 || empty.P50 != nil || empty.Min != nil || empty.Mean != nil {
+		t.Errorf("empty summary %+v", empty)
+	}
+	if b, _ := json.Marshal(empty); !strings.Contains(string(b), `"p50":null`) {
+		t.Errorf("empty summary JSON %s", b)
+	}
+}
+
+// statsFixture: model m1 has first_text_delta_ms 1..10 plus two requests
+// without visible text; m2 has 15, 20, 35, 40, 50, one of them truncated.
+// m1's first five are in the first minute, the rest in the second.
+func statsFixture(t *testing.T, s Store) {
+	var recs []record.Record
+	for i := range 12 {
+		r := sparseRecord(idN(i), testBase.Truncate(time.Minute).Add(time.Duration(i/5)*time.Minute+time.Second))
+		r.Model, r.Channel, r.Group, r.Route = "m1", "ch-1", "team-a", "POST /v1/chat/completions"
+		r.Status = record.StatusOK
+		if i < 10 {
+			v := float64(i + 1)
+			r.FirstTextDeltaMs = timeline.At(ms(v))
+			r.FirstTextSentMs = timeline.At(ms(v + 0.5))
+			r.VisibleOutputTPS = timeline.RateOf(10 * v)
+		}
+		switch {
+		case i < 3:
+			r.Diagnosis = []string{"generation_slow"}
+		case i == 3:
+			r.Diagnosis = []string{"truncated", "generation_slow"}
+		}
+		recs = append(recs, r)
+	}
+	for i, v := range []float64{50, 15, 40, 20, 35} {
+		r := sparseRecord(idN(100+i), testBase.Add(time.Duration(i)*time.Second))
+		r.Model, r.Channel, r.Group, r.Route = "m2", "ch-2", "team-b", "POST /v1/messages"
+		r.Status = record.StatusOK
+		r.FirstTextDeltaMs = timeline.At(ms(v))
+		if i == 2 {
+			r.Status = record.StatusTruncated
+			r.Diagnosis = []string{"truncated"}
+		}
+		recs = append(recs, r)
+	}
+	insert(t, s, recs...)
+}
+
+func approx(t *testing.T, what string, got *float64, want float64) {
+	t.Helper()
+	if got == nil {
+		t.Errorf("%s = null, want %v", what, want)
+		return
+	}
+	if math.Abs(*got-want) > 1e-9 {
+		t.Errorf("%s = %v, want %v", what, *got, want)
+	}
+}
+
+func TestStats(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s Store) {
+		statsFixture(t, s)
+		st, err := s.Stats(ctxT(t), StatsQuery{GroupBy: []string{"model"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.PercentileMethod != PercentileMethod || !strings.Contains(st.PercentileMethod, "R-7") {
+			t.Errorf("method %q", st.PercentileMethod)
+		}
+		for _, f := range StatFields {
+			if st.Definitions[f.Name] == "" {
+				t.Errorf("no definition of %s", f.Name)
+			}
+		}
+		if len(st.Groups) != 2 || st.Groups[0].Key["model"] != "m1" || st.Groups[1].Key["model"] != "m2" {
+			t.Fatalf("groups %+v", st.Groups)
+		}
+		m1, m2 := st.Groups[0], st.Groups[1]
+		if m1.Count != 12 || m1.Errors != 0 || m1.ErrorRate != 0 {
+			t.Errorf("m1 counts %d %d %v", m1.Count, m1.Errors, m1.ErrorRate)
+		}
+		ft := m1.Fields["first_text_delta_ms"]
+		if ft.Count != 10 || ft.Absent != 2 {
+			t.Errorf("m1 first_text_delta_ms count %d absent %d, want 10, 2", ft.Count, ft.Absent)
+		}
+		approx(t, "m1 p50", ft.P50, 5.5)
+		approx(t, "m1 p90", ft.P90, 9.1)
+		approx(t, "m1 p95", ft.P95, 9.55)
+		approx(t, "m1 p99", ft.P99, 9.91)
+		approx(t, "m1 min", ft.Min, 1)
+		approx(t, "m1 max", ft.Max, 10)
+		approx(t, "m1 mean", ft.Mean, 5.5)
+		approx(t, "m1 tps p50", m1.Fields["visible_output_tps"].P50, 55)
+		lag := m1.Fields["relay_lag_ms"]
+		approx(t, "m1 relay lag p99", lag.P99, 0.5)
+		if lag.Count != 10 || lag.Absent != 2 {
+			t.Errorf("relay lag count %d absent %d", lag.Count, lag.Absent)
+		}
+		if up := m1.Fields["upstream_headers_ms"]; up.Count != 0 || up.Absent != 12 || up.P50 != nil {
+			t.Errorf("all-absent field %+v", up)
+		}
+		if got := m1.Labels; got["generation_slow"] != (LabelCount{4, 3}) || got["truncated"] != (LabelCount{1, 1}) || len(got) != 2 {
+			t.Errorf("m1 labels %+v", got)
+		}
+		if m2.Count != 5 || m2.Errors != 1 || math.Abs(m2.ErrorRate-0.2) > 1e-12 {
+			t.Errorf("m2 counts %d %d %v", m2.Count, m2.Errors, m2.ErrorRate)
+		}
+		if m2.Statuses[record.StatusOK] != 4 || m2.Statuses[record.StatusTruncated] != 1 {
+			t.Errorf("m2 statuses %v", m2.Statuses)
+		}
+		ft = m2.Fields["first_text_delta_ms"]
+		approx(t, "m2 p50", ft.P50, 35)
+		approx(t, "m2 p95", ft.P95, 48)
+		approx(t, "m2 p99", ft.P99, 49.6)
+
+		// One group, a filter by label, a subset of fields.
+		st, err = s.Stats(ctxT(t), StatsQuery{Filter: Filter{Label: "truncated"}, Fields: []string{"first_text_delta_ms"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Groups) != 1 || st.Groups[0].Count != 2 || len(st.Groups[0].Key) != 0 {
+			t.Fatalf("label filter groups %+v", st.Groups)
+		}
+		g := st.Groups[0]
+		if len(g.Fields) != 1 || len(st.Definitions) != len(CountDefinitions)+1 {
+			t.Errorf("fields %v definitions %v", g.Fields, st.Definitions)
+		}
+		approx(t, "truncated p50", g.Fields["first_text_delta_ms"].P50, (4+40)/2.0)
+
+		// Buckets of a minute, grouped by model and channel.
+		st, err = s.Stats(ctxT(t), StatsQuery{GroupBy: []string{"model", "channel"}, Bucket: time.Minute,
+			Filter: Filter{Model: "m1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Groups) != 3 || st.BucketMs != 60000 {
+			t.Fatalf("buckets: %d groups, bucket %v", len(st.Groups), st.BucketMs)
+		}
+		start := testBase.Truncate(time.Minute)
+		for i, want := range []struct {
+			at           time.Time
+			count, label int
+		}{{start, 5, 4}, {start.Add(time.Minute), 5, 0}, {start.Add(2 * time.Minute), 2, 0}} {
+			g := st.Groups[i]
+			if g.BucketStart == nil || !g.BucketStart.Equal(want.at) || g.Count != want.count || g.Labels["generation_slow"].Count != want.label {
+				t.Errorf("bucket %d: start %v count %d labels %v; want %v %d %d", i, g.BucketStart, g.Count, g.Labels, want.at, want.count, want.label)
+			}
+			if g.Key["channel"] != "ch-1" {
+				t.Errorf("bucket %d key %v", i, g.Key)
+			}
+		}
+
+		// Nothing matched: no groups, not an error.
+		st, err = s.Stats(ctxT(t), StatsQuery{Filter: Filter{Model: "none"}})
+		if err != nil || len(st.Groups) != 0 {
+			t.Errorf("empty stats: %v %+v", err, st.Groups)
+		}
+
+		for _, q := range []StatsQuery{
+			{GroupBy: []string{"prompt"}},
+			{GroupBy: []string{"model", "model"}},
+			{Fields: []string{"ttft"}},
+			{Bucket: time.Millisecond},
+			{Bucket: time.Second, Filter: Filter{From: testBase, To: testBase.Add(24 * time.Hour)}},
+		} {
+			if _, err := s.Stats(ctxT(t), q); !errors.Is(err, ErrBadQuery) {
+				t.Errorf("stats %+v: %v, want ErrBadQuery", q, err)
+			}
+		}
+	})
+}
+
+// TestStatsSameOnBothEngines compares the whole answer, byte for byte, for
+// the same records on SQLite and PostgreSQL.
+func TestStatsSameOnBothEngines(t *testing.T) {
+	var answers []string
+	for _, e := range engines() {
+		s, _ := e.open(t)
+		statsFixture(t, s)
+		var recs []record.Record
+		for i := range 200 {
+			r := fullRecord(idN(1000+i), testBase.Add(time.Duration(i)*7*time.Second))
+			r.FirstTextDeltaMs = timeline.At(time.Duration(i*i*7919%100003) * time.Microsecond)
+			r.Model = []string{"a", "b", "c"}[i%3]
+			if i%5 == 0 {
+				r.VisibleOutputTPS = timeline.Rate{}
+			}
+			recs = append(recs, r)
+		}
+		insert(t, s, recs...)
+		st, err := s.Stats(ctxT(t), StatsQuery{GroupBy: []string{"model", "route"}, Bucket: 5 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(st)
+		answers = append(answers, string(b))
+	}
+	if answers[0] != answers[1] {
+		t.Errorf("engines disagree:\nsqlite   %s\npostgres %s", answers[0], answers[1])
+	}
+}

@@ -1,0 +1,273 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ttfx/ttfx/internal/record"
+)
+
+// faultyStore wraps a real store and injects failures: while down, Insert
+// and Ping fail as they would with the database gone; refuse makes Insert
+// fail for any batch holding one of its ids while Ping still answers (a
+// record the database will not take).
+type faultyStore struct {
+	Store
+	mu      sync.Mutex
+	down    bool
+	refuse  map[string]bool
+	block   chan struct{} // when set, Insert waits for it to close
+	inserts int
+}
+
+var errDown = errors.New("connection refused")
+
+func (f *faultyStore) setDown(v bool) { f.mu.Lock(); f.down = v; f.mu.Unlock() }
+
+func (f *faultyStore) Insert(ctx context.Context, recs []record.Record) error {
+	f.mu.Lock()
+	f.inserts++
+	down, block := f.down, f.block
+	refused := slices.ContainsFunc(recs, func(r record.Record) bool { return f.refuse[r.RequestID] })
+	f.mu.Unlock()
+	if block != nil {
+		select {
+		case <-block:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if down {
+		return errDown
+	}
+	if refused {
+		return errors.New("value out of range")
+	}
+	return f.Store.Insert(ctx, recs)
+}
+
+func (f *faultyStore) Ping(ctx context.Context) error {
+	f.mu.Lock()
+	down := f.down
+	f.mu.Unlock()
+	if down {
+		return errDown
+	}
+	return f.Store.Ping(ctx)
+}
+
+var fastRetry = WriterOptions{MinBackoff: 5 * time.Millisecond, MaxBackoff: 40 * time.Millisecond, WriteTimeout: 5 * time.Second}
+
+// waitFor polls cond until it holds or 20 s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func countAll(t *testing.T, s Store) int {
+	t.Helper()
+	n := 0
+	f := Filter{Limit: MaxLimit}
+	for {
+		p, err := s.List(ctxT(t), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(p.Records)
+		if p.Next == "" {
+			return n
+		}
+		f.Cursor = p.Next
+	}
+}
+
+// accounted checks the writer's invariant: every record offered is queued,
+// written, dropped or rejected.
+func accounted(t *testing.T, st WriterStats, offered int) {
+	t.Helper()
+	if got := uint64(st.Queued) + st.Written + st.Dropped + st.Rejected; got != uint64(offered) {
+		t.Errorf("queued %d + written %d + dropped %d + rejected %d = %d, want %d offered",
+			st.Queued, st.Written, st.Dropped, st.Rejected, got, offered)
+	}
+}
+
+func TestWriterWritesAndDrains(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s Store) {
+		w := NewWriter(s, WriterOptions{QueueSize: 5000, BatchSize: 100})
+		for i := range 3000 {
+			w.Record(fullRecord(idN(i), testBase.Add(time.Duration(i)*time.Millisecond)))
+		}
+		if err := w.Close(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		st := w.Stats()
+		if st.Written != 3000 || st.Queued != 0 || st.Dropped != 0 || st.FailedBatches != 0 {
+			t.Errorf("stats after drain %+v", st)
+		}
+		if n := countAll(t, s); n != 3000 {
+			t.Errorf("%d records stored, want 3000", n)
+		}
+		// Records offered after Close are counted, not lost silently.
+		w.Record(fullRecord("req-late", testBase))
+		if st := w.Stats(); st.Dropped != 1 {
+			t.Errorf("record after close: dropped %d", st.Dropped)
+		}
+		accounted(t, w.Stats(), 3001)
+	})
+}
+
+func TestWriterWritesPromptly(t *testing.T) {
+	// An idle writer stores a record at once: a request relayed by one
+	// replica is readable right after it ends.
+	s, _ := openTestSQLite(t)
+	w := NewWriter(s, WriterOptions{})
+	defer w.Close(context.Background())
+	w.Record(fullRecord("req-now", testBase))
+	waitFor(t, "the record to be readable", func() bool {
+		_, err := s.Get(context.Background(), "req-now")
+		return err == nil
+	})
+}
+
+func TestWriterOutage(t *testing.T) {
+	s, _ := openTestSQLite(t)
+	f := &faultyStore{Store: s}
+	opts := fastRetry
+	opts.QueueSize = 100
+	w := NewWriter(f, opts)
+	defer w.Close(context.Background())
+
+	f.setDown(true)
+	for i := range 130 {
+		w.Record(fullRecord(idN(i), testBase))
+	}
+	waitFor(t, "a failed batch", func() bool { st := w.Stats(); return st.FailedBatches >= 2 && st.Retrying })
+	st := w.Stats()
+	if st.Queued != 100 || st.Dropped != 30 || st.Written != 0 || st.LastError != errDown.Error() || st.LastErrorAt.IsZero() {
+		t.Errorf("during the outage: %+v", st)
+	}
+	accounted(t, st, 130)
+
+	f.setDown(false)
+	waitFor(t, "the queue to drain", func() bool { return w.Stats().Queued == 0 })
+	st = w.Stats()
+	if st.Written != 100 || st.Dropped != 30 || st.Retrying {
+		t.Errorf("after the outage: %+v", st)
+	}
+	if n := countAll(t, s); n != 100 {
+		t.Errorf("%d records stored, want 100", n)
+	}
+	accounted(t, st, 130)
+}
+
+func TestWriterRejectsPoisonRecord(t *testing.T) {
+	// A record the database refuses while it otherwise answers must not
+	// hold up the records queued with it.
+	s, _ := openTestSQLite(t)
+	f := &faultyStore{Store: s, refuse: map[string]bool{idN(3): true}, block: make(chan struct{})}
+	w := NewWriter(f, fastRetry)
+	// Hold the first insert until all ten are queued, so they share a batch.
+	for i := range 10 {
+		w.Record(fullRecord(idN(i), testBase))
+	}
+	f.mu.Lock()
+	close(f.block)
+	f.block = nil
+	f.mu.Unlock()
+	if err := w.Close(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	st := w.Stats()
+	if st.Written != 9 || st.Rejected != 1 || st.Queued != 0 {
+		t.Errorf("stats %+v", st)
+	}
+	if _, err := s.Get(ctxT(t), idN(3)); !errors.Is(err, ErrNotFound) {
+		t.Errorf("poison record: %v", err)
+	}
+	if n := countAll(t, s); n != 9 {
+		t.Errorf("%d stored, want 9", n)
+	}
+	accounted(t, st, 10)
+}
+
+func TestWriterRejectsInvalid(t *testing.T) {
+	s, _ := openTestSQLite(t)
+	w := NewWriter(s, WriterOptions{})
+	w.Record(record.Record{RequestID: "", Timestamp: testBase})
+	w.Record(fullRecord("req-ok", testBase))
+	if err := w.Close(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.Stats(); st.Rejected != 1 || st.Written != 1 || st.LastError == "" {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestWriterCloseDeadline(t *testing.T) {
+	s, _ := openTestSQLite(t)
+	f := &faultyStore{Store: s}
+	f.setDown(true)
+	w := NewWriter(f, fastRetry)
+	for i := range 10 {
+		w.Record(fullRecord(idN(i), testBase))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := w.Close(ctx)
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("close during an outage: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("close took %v past its deadline", d)
+	}
+	st := w.Stats()
+	if st.Dropped != 10 || st.Queued != 0 || st.Written != 0 {
+		t.Errorf("stats %+v", st)
+	}
+	accounted(t, st, 10)
+}
+
+func TestWriterRecordNeverBlocks(t *testing.T) {
+	// While the store hangs, Record still returns: every call either
+	// queues or counts a drop.
+	s, _ := openTestSQLite(t)
+	f := &faultyStore{Store: s, block: make(chan struct{})}
+	opts := fastRetry
+	opts.QueueSize = 1000
+	w := NewWriter(f, opts)
+	done := make(chan struct{})
+	go func() {
+		for i := range 5000 {
+			w.Record(fullRecord(fmt.Sprint("req-", i), testBase))
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Record blocked while the store hung")
+	}
+	st := w.Stats()
+	if st.Queued != 1000 || st.Dropped != 4000 {
+		t.Errorf("stats %+v", st)
+	}
+	close(f.block)
+	if err := w.Close(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.Stats(); st.Written != 1000 {
+		t.Errorf("written %d after the store came back", st.Written)
+	}
+}
