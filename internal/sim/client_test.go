@@ -27,18 +27,18 @@ const absent = time.Duration(-1)
 
 // observed is what a client saw of one response.
 type observed struct {
-	status                                   int
-	header                                   http.Header
-	headers                                  time.Duration
+	status                                    int
+	header                                    http.Header
+	headers                                   time.Duration
 	firstEvent, firstResponse, firstText, end time.Duration
-	raw                                      []byte
-	events                                   []observedEvent
-	text, reasoning, toolArgs                strings.Builder
-	usageIn, usageOut, usageReasoning        int
-	hasUsage                                 bool
-	terminal, streamError                    bool
-	readErr                                  error // what ended the body other than io.EOF
-	body                                     []byte
+	raw                                       []byte
+	events                                    []observedEvent
+	text, reasoning, toolArgs                 strings.Builder
+	usageIn, usageOut, usageReasoning         int
+	hasUsage                                  bool
+	terminal, streamError                     bool
+	readErr                                   error // what ended the body other than io.EOF
+	body                                      []byte
 }
 
 type observedEvent struct {

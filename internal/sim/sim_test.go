@@ -509,7 +509,9 @@ func TestEmbeddings(t *testing.T) {
 			Index     int
 			Embedding []float64
 		}
-		Usage struct{ PromptTokens int `json:"prompt_tokens"` }
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+		}
 	}
 	if err := json.Unmarshal(o.body, &r); err != nil || o.status != 200 {
 		t.Fatalf("%d %v %s", o.status, err, o.body)
@@ -555,4 +557,3 @@ func TestAPIKey(t *testing.T) {
 		}
 	}
 }
-
