@@ -31,6 +31,7 @@ type observed struct {
 	header                                    http.Header
 	headers                                   time.Duration
 	firstEvent, firstResponse, firstText, end time.Duration
+	closed                                   time.Duration // when the body ended (EOF or error)
 	raw                                       []byte
 	events                                    []observedEvent
 	text, reasoning, toolArgs                 strings.Builder
@@ -125,6 +126,7 @@ func do(t testing.TB, req *http.Request, api API) *observed {
 			if !errors.Is(err, io.EOF) {
 				o.readErr = err
 			}
+			o.closed = time.Since(start)
 			break
 		}
 		at := time.Since(start)
