@@ -31,7 +31,7 @@ type observed struct {
 	header                                    http.Header
 	headers                                   time.Duration
 	firstEvent, firstResponse, firstText, end time.Duration
-	closed                                   time.Duration // when the body ended (EOF or error)
+	closed                                    time.Duration // when the body ended (EOF or error)
 	raw                                       []byte
 	events                                    []observedEvent
 	text, reasoning, toolArgs                 strings.Builder
