@@ -1,0 +1,76 @@
+package protocol
+
+import (
+	"testing"
+
+	"github.com/ttfx/ttfx/internal/sse"
+)
+
+// Typical content chunks of each API as providers send them (taken from the
+// fixtures), 150–300 bytes of event each.
+var benchChunks = []struct {
+	api   API
+	event string
+}{
+	{OpenAIChat, `data: {"id":"chatcmpl-E6yvkr7hjcsBF18tAhF6z9yBFDts4","object":"chat.completion.chunk","created":1785332892,"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_627de6ad19","choices":[{"index":0,"delta":{"content":" POST"},"logprobs":null,"finish_reason":null}],"obfuscation":"KTKPTyPbX"}` + "\n\n"},
+	{OpenAIResponses, "event: response.output_text.delta\n" + `data: {"type":"response.output_text.delta","content_index":0,"delta":" World","item_id":"msg_04e21c25f1df9e70016968ca722660819da8b53c713113f3bb","logprobs":[],"obfuscation":"O642Kk6nsU","output_index":1,"sequence_number":8}` + "\n\n"},
+	{Anthropic, "event: content_block_delta\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"'m doing well, thank you for asking. How are you doing today?"}}` + "\n\n"},
+	{Gemini, `data: {"candidates": [{"content": {"parts": [{"text": "Hi there! How can I help you today?"}],"role": "model"},"index": 0}],"usageMetadata": {"promptTokenCount": 2,"totalTokenCount": 353,"promptTokensDetails": [{"modality": "TEXT","tokenCount": 2}],"thoughtsTokenCount": 344},"modelVersion": "gemini-2.5-flash","responseId": "jHIPaZKcEoOR0-kPxMfy0Ag"}` + "\r\n\r\n"},
+}
+
+// loopReader returns the same bytes over and over, so a benchmark reads an
+// endless stream of one event with no per-iteration setup.
+type loopReader struct {
+	data []byte
+	off  int
+}
+
+func (l *loopReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		c := copy(p[n:], l.data[l.off:])
+		n += c
+		l.off = (l.off + c) % len(l.data)
+	}
+	return n, nil
+}
+
+// BenchmarkParseClassify measures SSE parsing plus classification of one
+// typical content event per API: the per-event cost the relay and the
+// benchmark client pay. The visible-text buffer fills up to its 1 MiB bound
+// and then stays, as in a long stream.
+func BenchmarkParseClassify(b *testing.B) {
+	for _, bc := range benchChunks {
+		b.Run(string(bc.api), func(b *testing.B) {
+			r := sse.NewReader(&loopReader{data: []byte(bc.event)}, 0)
+			s := NewStream(bc.api)
+			b.SetBytes(int64(len(bc.event)))
+			b.ReportAllocs()
+			for b.Loop() {
+				p, err := r.Next()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res := s.Piece(p); !res.Visible {
+					b.Fatalf("not classified as text: %+v", res)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkClassify is classification alone, on an already parsed event.
+func BenchmarkClassify(b *testing.B) {
+	for _, bc := range benchChunks {
+		b.Run(string(bc.api), func(b *testing.B) {
+			r := sse.NewReader(&loopReader{data: []byte(bc.event)}, 0)
+			p, _ := r.Next()
+			ev := p.Event
+			s := NewStream(bc.api)
+			b.ReportAllocs()
+			for b.Loop() {
+				s.Event(&ev)
+			}
+		})
+	}
+}

@@ -1,0 +1,147 @@
+package protocol
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/ttfx/ttfx/internal/sse"
+	"github.com/ttfx/ttfx/internal/tokens"
+)
+
+func chunk(text string) *sse.Event {
+	b, _ := json.Marshal(text)
+	return &sse.Event{Data: []byte(`{"choices":[{"delta":{"content":` + string(b) + `}}]}`)}
+}
+
+func TestTokensEstimateWithoutUsage(t *testing.T) {
+	s := NewStream(OpenAIChat)
+	parts := []string{"The quick", " brown fox", " jumps over\nthe \"lazy\" dog", " — ünïcödé ✓"}
+	for _, p := range parts {
+		s.Event(chunk(p))
+	}
+	want := strings.Join(parts, "")
+	if s.VisibleText() != want {
+		t.Fatalf("visible %q, want %q", s.VisibleText(), want)
+	}
+	tk := s.Tokens()
+	if tk.Source != SourceEstimate || tk.Visible != tokens.Count(want) || tk.HasOutput || tk.HasInput {
+		t.Errorf("tokens %+v, want estimate %d", tk, tokens.Count(want))
+	}
+}
+
+func TestTokensNothingSeen(t *testing.T) {
+	tk := NewStream(Anthropic).Tokens()
+	if tk.HasVisible || tk.Source != "" {
+		t.Errorf("no events: %+v", tk)
+	}
+	// Heartbeats only: still nothing classified as content, and no events
+	// with data.
+	s := NewStream(OpenAIChat)
+	s.Event(&sse.Event{})
+	if tk := s.Tokens(); tk.HasVisible || tk.Source != "" {
+		t.Errorf("heartbeats only: %+v", tk)
+	}
+}
+
+func TestTokensHiddenReasoningIsEstimated(t *testing.T) {
+	// Usage with reasoning broken out: trusted even when output − reasoning
+	// is far from the estimate (hidden reasoning is what it removes).
+	s := NewStream(OpenAIChat)
+	s.Event(chunk("Hi"))
+	s.Event(&sse.Event{Data: []byte(`{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":500,"completion_tokens_details":{"reasoning_tokens":450}}}`)})
+	if tk := s.Tokens(); tk.Source != SourceUsage || tk.Visible != 50 {
+		t.Errorf("broken-out reasoning: %+v", tk)
+	}
+	// Not broken out, and close to the estimate: usage.
+	n := NewStream(OpenAIChat)
+	n.Event(chunk(strings.Repeat(" word", 40)))
+	n.Event(&sse.Event{Data: []byte(`{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":52}}`)})
+	if tk := n.Tokens(); tk.Source != SourceUsage || tk.Visible != 52 {
+		t.Errorf("plausible usage: %+v", tk)
+	}
+	// Not broken out, and far beyond what the text holds: estimate.
+	h := NewStream(OpenAIChat)
+	h.Event(chunk(strings.Repeat(" word", 40)))
+	h.Event(&sse.Event{Data: []byte(`{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":400}}`)})
+	if tk := h.Tokens(); tk.Source != SourceEstimate || tk.Visible != 40 || tk.Output != 400 {
+		t.Errorf("hidden reasoning: %+v", tk)
+	}
+}
+
+func TestTokensReasoningLumpedIsEstimated(t *testing.T) {
+	// Reasoning content seen, usage without a reasoning count (DeepSeek
+	// style providers that omit completion_tokens_details): estimate.
+	s := NewStream(OpenAIChat)
+	s.Event(&sse.Event{Data: []byte(`{"choices":[{"delta":{"reasoning_content":"long thoughts"}}]}`)})
+	s.Event(chunk("Yes."))
+	s.Event(&sse.Event{Data: []byte(`{"choices":[{"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":9}}`)})
+	if tk := s.Tokens(); tk.Source != SourceEstimate || tk.Visible != tokens.Count("Yes.") {
+		t.Errorf("tokens %+v", tk)
+	}
+}
+
+func TestVisibleTextIsBounded(t *testing.T) {
+	s := NewStream(OpenAIChat)
+	piece := strings.Repeat(" hello", 1000) // 6000 bytes, 1000 tokens
+	const n = 250                            // 1.5 MB in all
+	for range n {
+		s.Event(chunk(piece))
+	}
+	if got := len(s.VisibleText()); got > maxVisible {
+		t.Fatalf("kept %d bytes of visible text, limit %d", got, maxVisible)
+	}
+	tk := s.Tokens()
+	want := 1000 * n
+	if tk.Source != SourceEstimate || tk.Visible < want*99/100 || tk.Visible > want*101/100 {
+		t.Errorf("extrapolated estimate %d, want %d ± 1%%", tk.Visible, want)
+	}
+}
+
+func TestUsageJSON(t *testing.T) {
+	b, err := json.Marshal(Usage{Input: 3, HasInput: true, Reasoning: 0, HasReasoning: true})
+	if err != nil || string(b) != `{"input":3,"output":null,"reasoning":0}` {
+		t.Errorf("%s %v", b, err)
+	}
+}
+
+func TestDetect(t *testing.T) {
+	tests := []struct {
+		typ, data string
+		want      API
+		ok        bool
+	}{
+		{"", `[DONE]`, OpenAIChat, true},
+		{"", `{"id":"x","object":"chat.completion.chunk","choices":[]}`, OpenAIChat, true},
+		{"", `{"choices":[],"prompt_filter_results":[]}`, OpenAIChat, true},
+		{"", `{"object":"text_completion","choices":[{"text":"a"}]}`, OpenAIChat, true},
+		{"response.created", `{"type":"response.created","response":{}}`, OpenAIResponses, true},
+		{"", `{"type":"keepalive","sequence_number":3}`, OpenAIResponses, true},
+		{"error", `{"type":"error","code":"x","message":"y","param":null}`, OpenAIResponses, true},
+		{"message_start", `{"type":"message_start","message":{}}`, Anthropic, true},
+		{"ping", `{"type": "ping"}`, Anthropic, true},
+		{"error", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, Anthropic, true},
+		{"content_block_delta", `not json`, Anthropic, true}, // the SSE type tells
+		{"", `{"candidates":[{"content":{"parts":[{"text":"a"}]}}]}`, Gemini, true},
+		{"", `{"usageMetadata":{"promptTokenCount":1}}`, Gemini, true},
+		{"", `{"error":{"code":503,"message":"overloaded","status":"UNAVAILABLE"}}`, Gemini, true},
+		{"", `{"error":{"message":"x","type":"server_error","code":null}}`, OpenAIChat, true},
+		{"", ``, "", false},
+		{"", `{"foo":1}`, "", false},
+		{"", `garbage`, "", false},
+	}
+	for _, tt := range tests {
+		got, ok := DetectData([]byte(tt.typ), []byte(tt.data))
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("DetectData(%q, %q) = %q, %v; want %q, %v", tt.typ, tt.data, got, ok, tt.want, tt.ok)
+		}
+	}
+	// A whole stream: heartbeats first do not decide.
+	stream := ": hi\n\ndata:\n\nevent: ping\ndata: {\"type\":\"ping\"}\n\n"
+	if api, ok := Detect([]byte(stream)); !ok || api != Anthropic {
+		t.Errorf("Detect = %q, %v", api, ok)
+	}
+	if _, ok := Detect([]byte(": only comments\n\n")); ok {
+		t.Error("Detect decided on comments only")
+	}
+}
