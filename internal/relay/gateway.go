@@ -1,0 +1,289 @@
+// Package relay is the gateway's HTTP handler: auth → route → upstream →
+// stream → record. It relays every response byte for byte (SPEC.md §11),
+// flushes each SSE event the moment it is complete, and times every stage
+// of the request on one clock (SPEC.md §1, §5).
+package relay
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/ttfx/ttfx/internal/auth"
+	"github.com/ttfx/ttfx/internal/record"
+	"github.com/ttfx/ttfx/internal/route"
+	"github.com/ttfx/ttfx/internal/timeline"
+)
+
+// Recorder receives every finished request's record. Record must not block:
+// the relay calls it on the request's goroutine after the response ended.
+type Recorder interface {
+	Record(rec record.Record)
+}
+
+// Recorders fans a record out to several recorders in order.
+type Recorders []Recorder
+
+// Record hands rec to each recorder.
+func (rs Recorders) Record(rec record.Record) {
+	for _, r := range rs {
+		r.Record(rec)
+	}
+}
+
+// Options configure a Gateway.
+type Options struct {
+	Router   *route.Router
+	Keys     *auth.Keyring
+	Recorder Recorder // may be nil
+	// Diagnose, if set, fills rec.Diagnosis before the record is handed on.
+	Diagnose func(rec *record.Record)
+	// Now is the clock of every mark; nil means time.Now.
+	Now timeline.Clock
+	// Transport carries upstream requests; nil means a transport tuned
+	// for streaming (NewTransport).
+	Transport http.RoundTripper
+	// MaxBodyBytes bounds a client's request body.
+	MaxBodyBytes int64
+	// MaxEventBytes bounds one SSE line or event; 0 = sse default.
+	MaxEventBytes int
+	// UserHashKey keys the hash of client-sent user ids.
+	UserHashKey []byte
+	Logger      *slog.Logger
+}
+
+// Gateway serves the model APIs of SPEC.md §5.
+type Gateway struct {
+	opts     Options
+	client   *http.Client
+	inflight atomic.Int64
+	log      *slog.Logger
+}
+
+// New returns a gateway.
+func New(opts Options) *Gateway {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Transport == nil {
+		opts.Transport = NewTransport()
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 32 << 20
+	}
+	if opts.Recorder == nil {
+		opts.Recorder = Recorders(nil)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	// Redirects are the upstream's answer and go to the client as they
+	// are; the gateway does not follow them with the channel's key.
+	client := &http.Client{Transport: opts.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return &Gateway{opts: opts, client: client, log: opts.Logger}
+}
+
+// NewTransport returns the upstream transport: no transparent compression
+// (the relay forwards bytes as they are, and gzip on an event stream
+// would hold events back), many idle connections per host, and a dial
+// timeout shorter than any header timeout.
+func NewTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		DisableCompression:    true,
+		MaxIdleConns:          1000,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// Inflight returns the requests the gateway is serving now.
+func (g *Gateway) Inflight() int64 { return g.inflight.Load() }
+
+// Register adds the model API routes to mux.
+func (g *Gateway) Register(mux *http.ServeMux) {
+	for _, ep := range endpoints {
+		mux.Handle(ep.pattern, g.handler(ep))
+	}
+}
+
+func (g *Gateway) handler(ep endpoint) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// t0: before anything else is done.
+		tl := timeline.New(g.opts.Now)
+		x := &exchange{g: g, ep: ep, w: w, r: r, tl: tl}
+		x.serve()
+	})
+}
+
+// exchange is the state of one request, owned by its handler goroutine.
+type exchange struct {
+	g  *Gateway
+	ep endpoint
+	w  http.ResponseWriter
+	r  *http.Request
+	tl *timeline.Timeline
+
+	rec       record.Record
+	principal auth.Principal
+	req       *clientRequest
+	attempts  []record.Attempt
+	committed bool // response headers or bytes reached the client: no more fallback
+	proto     string
+}
+
+func (x *exchange) serve() {
+	g := x.g
+	x.proto = x.ep.proto
+	x.rec = record.Record{
+		RequestID: newRequestID(),
+		Timestamp: x.tl.Start().UTC(),
+		API:       x.ep.api,
+		Route:     x.ep.pattern,
+	}
+	x.rec.Inflight.Gateway = int(g.inflight.Add(1))
+	defer g.inflight.Add(-1)
+	x.w.Header().Set("X-Request-Id", x.rec.RequestID)
+	if x.ep.api == apiModels && x.r.Header.Get("Anthropic-Version") != "" {
+		// Anthropic's GET /v1/models shares OpenAI's path; its clients
+		// always send anthropic-version.
+		x.proto = protoAnthropic
+	}
+
+	if herr := x.prepare(); herr != nil {
+		x.fail(herr)
+	} else {
+		x.relay()
+	}
+	x.finish()
+}
+
+// prepare authenticates, reads the body and picks the channels' order.
+func (x *exchange) prepare() *HTTPError {
+	g := x.g
+	start := x.tl.Start()
+	key := auth.FromRequest(x.r)
+	p, ok := g.opts.Keys.Lookup(key)
+	start = x.tl.PhaseSince(timeline.PhaseAuth, start)
+	if !ok {
+		msg := "invalid API key"
+		if key == "" {
+			msg = "missing API key (send Authorization: Bearer, x-api-key or x-goog-api-key)"
+		}
+		return &HTTPError{Code: http.StatusUnauthorized, Type: "authentication_error", Msg: msg, Status: record.StatusAuthFailed}
+	}
+	x.principal = p
+	x.rec.KeyName, x.rec.Group = p.Name, p.Group
+	if p.Role == auth.RoleViewer {
+		return &HTTPError{Code: http.StatusForbidden, Type: "permission_error", Msg: "a viewer key cannot call the model APIs", Status: record.StatusAuthFailed}
+	}
+
+	var body []byte
+	if x.ep.hasBody {
+		var err error
+		body, err = io.ReadAll(http.MaxBytesReader(x.w, x.r.Body, g.opts.MaxBodyBytes))
+		x.tl.PhaseSince(timeline.PhaseBodyRead, start)
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return &HTTPError{Code: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Msg: "the request body is larger than " + strconv.FormatInt(mbe.Limit, 10) + " bytes", Status: record.StatusBadRequest}
+			}
+			if x.r.Context().Err() != nil {
+				return &HTTPError{Code: 499, Msg: "client closed the request", Status: record.StatusClientCancelled, Err: err}
+			}
+			return &HTTPError{Code: http.StatusBadRequest, Type: "invalid_request_error", Msg: "could not read the request body", Status: record.StatusBadRequest, Err: err}
+		}
+	}
+	req, herr := parseRequest(x.ep, x.r, body)
+	if herr != nil {
+		return herr
+	}
+	x.req = req
+	x.rec.Model, x.rec.Stream = req.model, req.stream
+	if req.user != "" {
+		x.rec.UserHash = g.hashUser(req.user)
+	}
+	return nil
+}
+
+// hashUser returns the keyed hash of a client-sent user id (SPEC.md §7).
+func (g *Gateway) hashUser(user string) string {
+	m := hmac.New(sha256.New, g.opts.UserHashKey)
+	m.Write([]byte(user))
+	return hex.EncodeToString(m.Sum(nil)[:16])
+}
+
+// fail answers the client with a gateway error before anything was relayed.
+func (x *exchange) fail(e *HTTPError) {
+	x.rec.Status = e.Status
+	x.rec.Error = e.Msg
+	if e.Code == 499 {
+		// The client is gone; there is no one to answer.
+		return
+	}
+	x.rec.HTTPStatus = e.Code
+	x.committed = true
+	writeError(x.w, x.proto, e)
+}
+
+// finish takes t7 and hands the record on.
+func (x *exchange) finish() {
+	x.tl.Mark(timeline.T7)
+	x.rec.Fields = x.tl.Fields()
+	x.rec.Attempts = x.attempts
+	if x.g.opts.Diagnose != nil {
+		x.g.opts.Diagnose(&x.rec)
+	}
+	x.g.opts.Recorder.Record(x.rec)
+}
+
+var idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
+
+// newRequestID returns "req_" and 20 random base32 characters (100 bits).
+func newRequestID() string {
+	var b [13]byte
+	rand.Read(b[:])
+	return "req_" + idEncoding.EncodeToString(b[:])[:20]
+}
+
+// copyHeaders copies upstream response headers the client should see.
+// Hop-by-hop headers, cookies, lengths of streams and the upstream's own
+// request id (kept as X-Upstream-Request-Id) are not copied as they are.
+func copyHeaders(dst, src http.Header, stream bool) {
+	for k, vs := range src {
+		switch strings.ToLower(k) {
+		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te", "trailer",
+			"set-cookie", "alt-svc", "x-request-id":
+			continue
+		case "content-length":
+			if stream {
+				continue
+			}
+		}
+		dst[k] = append([]string(nil), vs...)
+	}
+	if id := src.Get("X-Request-Id"); id != "" {
+		dst.Set("X-Upstream-Request-Id", id)
+	}
+}
+
+// sseHeaders sets what keeps intermediaries from buffering an event stream.
+func sseHeaders(h http.Header) {
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+}

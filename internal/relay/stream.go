@@ -1,0 +1,265 @@
+package relay
+
+import (
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/ttfx/ttfx/internal/protocol"
+	"github.com/ttfx/ttfx/internal/record"
+	"github.com/ttfx/ttfx/internal/sse"
+	"github.com/ttfx/ttfx/internal/timeline"
+)
+
+// maxCapture bounds how much of a non-streaming body the gateway keeps to
+// read its usage after relaying it. Bodies past it are relayed in full, but
+// their usage is not read.
+const maxCapture = 8 << 20
+
+// serveResponse relays a successful upstream response. It reports whether
+// the next channel should be tried instead (only when nothing reached the
+// client yet and the attempt failed in a retryable way).
+func (x *exchange) serveResponse(a *attempt) (retry bool) {
+	defer a.resp.Body.Close()
+	mt, _, _ := mime.ParseMediaType(a.resp.Header.Get("Content-Type"))
+	if mt == "text/event-stream" && x.ep.classify != "" {
+		return x.relayStream(a)
+	}
+	x.relayBody(a, x.req.stream)
+	return false
+}
+
+// commit sends the response headers of the relayed attempt.
+func (x *exchange) commit(a *attempt, stream bool) {
+	h := x.w.Header()
+	copyHeaders(h, a.resp.Header, stream)
+	if stream {
+		sseHeaders(h)
+	}
+	x.rec.HTTPStatus = a.resp.StatusCode
+	x.w.WriteHeader(a.resp.StatusCode)
+	x.committed = true
+}
+
+// relayStream forwards an event stream piece by piece: each complete event
+// (or run of comment lines) is written and flushed the moment the parser
+// yields it, so the gateway adds no buffering delay, while the classifier
+// takes the marks t3, t4, t5 at the time the bytes arrived.
+func (x *exchange) relayStream(a *attempt) (retry bool) {
+	to := a.ch.Timeouts
+	st := protocol.NewStream(x.ep.classify)
+	rd := sse.NewReader(a.resp.Body, x.g.opts.MaxEventBytes)
+	rc := http.NewResponseController(x.w)
+	idle := a.after(to.Idle, errIdleTimeout)
+	var readErr, writeErr error
+	for {
+		p, err := rd.Next()
+		if err != nil {
+			if err != io.EOF {
+				readErr = err
+			}
+			break
+		}
+		now := x.tl.Now()
+		idle.Reset(to.Idle)
+		res := st.Piece(p)
+		if p.Kind == sse.PieceIncomplete {
+			// A block cut by a failed read: a client cannot use half an
+			// event, and our error event must start on a fresh line.
+			continue
+		}
+		if res.Event {
+			x.tl.MarkAt(timeline.T3, now)
+		}
+		if res.Effective && x.tl.MarkAt(timeline.T4, now) && a.firstOutput != nil {
+			a.firstOutput.Stop()
+		}
+		firstText := res.Visible && x.tl.MarkAt(timeline.T5, now)
+		if res.UsageOnly && x.req.injected {
+			// The usage chunk the gateway asked for and the client did not.
+			continue
+		}
+		if !x.committed {
+			x.commit(a, true)
+		}
+		if _, err := x.w.Write(p.Raw); err != nil {
+			writeErr = err
+			break
+		}
+		if err := rc.Flush(); err != nil {
+			writeErr = err
+			break
+		}
+		if firstText {
+			x.tl.MarkTextSent()
+		}
+	}
+	x.tl.Mark(timeline.T6)
+	x.streamOutcome(st)
+
+	switch {
+	case writeErr != nil:
+		x.rec.Status, x.rec.Error = record.StatusClientCancelled, "client went away during the stream"
+	case readErr != nil:
+		e := x.classifyError(a, readErr, "stream")
+		if !x.committed && retryable(e) {
+			x.attempts[len(x.attempts)-1].Status = e.Status
+			x.attempts[len(x.attempts)-1].Error = e.Msg
+			x.rec.Status, x.rec.Error = e.Status, e.Msg
+			return true
+		}
+		x.rec.Status, x.rec.Error = e.Status, e.Msg
+		if e.Status == record.StatusClientCancelled {
+			break
+		}
+		if !x.committed {
+			x.rec.HTTPStatus = e.Code
+			x.committed = true
+			writeError(x.w, x.proto, e)
+			break
+		}
+		// Bytes were sent: end the stream the way the protocol allows,
+		// with an in-band error event, never by leaving it hanging.
+		x.w.Write(streamErrorEvent(x.rec.API, e.Status, e.Msg))
+		rc.Flush()
+	default:
+		if !x.committed {
+			x.commit(a, true)
+			rc.Flush()
+		}
+		switch st.Terminal() {
+		case protocol.TerminalDone:
+			x.rec.Status = record.StatusOK
+		case protocol.TerminalError:
+			x.rec.Status, x.rec.Error = record.StatusUpstreamStreamError, "upstream sent an error event"
+		default:
+			x.rec.Status, x.rec.Error = record.StatusTruncated, "upstream closed the stream without a terminal marker"
+		}
+	}
+	x.attempts[len(x.attempts)-1].Status = x.rec.Status
+	return false
+}
+
+// streamOutcome copies what the classifier learned into the record.
+func (x *exchange) streamOutcome(st *protocol.Stream) {
+	x.rec.Terminal = st.Terminal().String()
+	x.rec.FinishReason = st.FinishReason()
+	c := st.Counts()
+	x.rec.Events = record.Events{Heartbeat: c.Heartbeat, Metadata: c.Metadata, Reasoning: c.Reasoning, Tool: c.Tool, Text: c.Text, Done: c.Done, Error: c.Error, Unknown: c.Unknown}
+	x.setTokens(st.Tokens())
+}
+
+// setTokens fills the record's tokens and the speed fields of SPEC.md §3.
+func (x *exchange) setTokens(t protocol.Tokens) {
+	tk := record.Tokens{Source: t.Source}
+	if t.HasInput {
+		tk.Input = record.Int(t.Input)
+	}
+	if t.HasOutput {
+		tk.Output = record.Int(t.Output)
+	}
+	if t.HasReasoning {
+		tk.Reasoning = record.Int(t.Reasoning)
+	}
+	if t.HasVisible {
+		tk.Visible = record.Int(t.Visible)
+		x.rec.VisibleOutputTPS, x.rec.InterTokenLatencyMs = timeline.Speed(x.tl.Since(timeline.T5), x.tl.Since(timeline.T6), t.Visible)
+	}
+	x.rec.Tokens = tk
+}
+
+// relayBody copies a non-event-stream body to the client, keeping a bounded
+// copy to read the usage from. flushEach flushes after every read, for
+// streams that are not SSE (Gemini streamGenerateContent without alt=sse
+// sends a JSON array piece by piece).
+func (x *exchange) relayBody(a *attempt, flushEach bool) {
+	x.w.Header().Set("Server-Timing", x.serverTiming())
+	x.commit(a, false)
+	rc := http.NewResponseController(x.w)
+	var captured []byte
+	overflow := false
+	buf := make([]byte, 32<<10)
+	var readErr, writeErr error
+	for {
+		n, err := a.resp.Body.Read(buf)
+		if n > 0 {
+			if len(captured)+n <= maxCapture {
+				captured = append(captured, buf[:n]...)
+			} else {
+				overflow = true
+			}
+			if _, werr := x.w.Write(buf[:n]); werr != nil {
+				writeErr = werr
+				break
+			}
+			if flushEach {
+				rc.Flush()
+			}
+		}
+		if err != nil {
+			if err != io.EOF {
+				readErr = err
+			}
+			break
+		}
+	}
+	x.tl.Mark(timeline.T6)
+	switch {
+	case writeErr != nil:
+		x.rec.Status, x.rec.Error = record.StatusClientCancelled, "client went away during the response"
+	case readErr != nil:
+		e := x.classifyError(a, readErr, "stream")
+		x.rec.Status, x.rec.Error = e.Status, e.Msg
+	default:
+		x.rec.Status = record.StatusOK
+	}
+	x.attempts[len(x.attempts)-1].Status = x.rec.Status
+	if overflow || x.ep.classify == "" && x.ep.api != apiEmbeddings || readErr != nil || writeErr != nil {
+		return
+	}
+	api := x.ep.classify
+	if x.ep.api == apiEmbeddings {
+		api = protocol.OpenAIChat
+	}
+	info, err := protocol.ParseResponse(api, captured)
+	if err != nil {
+		return
+	}
+	x.rec.FinishReason = info.FinishReason
+	// A non-streaming answer is seen all at once: its first effective
+	// output and first visible text arrive with its last byte.
+	if info.Effective {
+		x.tl.Mark(timeline.T4)
+	}
+	if info.Text {
+		x.tl.Mark(timeline.T5)
+	}
+	x.setTokens(info.Tokens)
+}
+
+// serverTiming renders the local phases and upstream timing known when the
+// response headers go out, for the Server-Timing header.
+func (x *exchange) serverTiming() string {
+	f := x.tl.Fields()
+	var b strings.Builder
+	add := func(name string, v interface{ Ms() (float64, bool) }) {
+		ms, ok := v.Ms()
+		if !ok {
+			return
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(name)
+		b.WriteString(";dur=")
+		b.WriteString(strconv.FormatFloat(ms, 'f', 3, 64))
+	}
+	add("auth", f.AuthMs)
+	add("distribution", f.DistributionMs)
+	add("body_read", f.BodyReadMs)
+	add("upstream_start", f.UpstreamStartMs)
+	add("upstream_headers", f.UpstreamHeadersMs)
+	return b.String()
+}

@@ -1,0 +1,305 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ttfx/ttfx/internal/record"
+	"github.com/ttfx/ttfx/internal/route"
+	"github.com/ttfx/ttfx/internal/timeline"
+)
+
+// maxErrorBody bounds how much of an upstream error response the gateway
+// reads before relaying it (errors are small; this keeps a broken upstream
+// from making the gateway hold megabytes).
+const maxErrorBody = 64 << 10
+
+// attempt is one upstream try in progress.
+type attempt struct {
+	ch     *route.Channel
+	index  int // in the timeline's attempts
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	timers []*time.Timer
+	resp   *http.Response
+
+	firstOutput *time.Timer // stopped at t4
+}
+
+func (a *attempt) stop() {
+	for _, t := range a.timers {
+		t.Stop()
+	}
+	a.cancel(context.Canceled)
+}
+
+// after cancels the attempt with cause when d passes, until stopped.
+func (a *attempt) after(d time.Duration, cause error) *time.Timer {
+	t := time.AfterFunc(d, func() { a.cancel(cause) })
+	a.timers = append(a.timers, t)
+	return t
+}
+
+// relay tries the channels in order until one answers, then relays it.
+func (x *exchange) relay() {
+	g := x.g
+	start := x.tl.Now()
+	cands := g.opts.Router.Candidates(x.proto, x.req.model, x.principal.Group)
+	x.tl.PhaseSince(timeline.PhaseDistribution, start)
+	if len(cands) == 0 {
+		x.fail(&HTTPError{Code: http.StatusNotFound, Type: "invalid_request_error",
+			Msg: "no channel serves model " + strconv.Quote(x.req.model) + " on the " + x.proto + " protocol", Status: record.StatusNoChannel})
+		return
+	}
+	var last *HTTPError
+	var lastResp *http.Response
+	var lastBody []byte
+	for n, ch := range cands {
+		if x.r.Context().Err() != nil {
+			x.rec.Status = record.StatusClientCancelled
+			x.rec.Error = "client closed the request before an upstream answered"
+			return
+		}
+		count := ch.Acquire()
+		if n == 0 {
+			x.rec.Inflight.Channel = int(count)
+		}
+		x.useChannel(ch)
+		a, herr := x.start(ch)
+		if herr == nil {
+			// Headers arrived with a success status: relay it. No more
+			// fallback once the first byte reaches the client; before
+			// that, a first-output timeout may still move on.
+			retry := x.serveResponse(a)
+			a.stop()
+			ch.Release()
+			if !retry || n == len(cands)-1 {
+				return
+			}
+			continue
+		}
+		ch.Release()
+		last = herr
+		if a != nil && a.resp != nil {
+			lastResp, lastBody = a.resp, x.readErrorBody(a)
+		} else {
+			lastResp, lastBody = nil, nil
+		}
+		if a != nil {
+			a.stop()
+		}
+		if !retryable(herr) {
+			break
+		}
+	}
+	// Every attempt failed before anything was relayed.
+	if lastResp != nil {
+		// The upstream's own error, as the client would have seen it.
+		x.rec.Status, x.rec.Error = last.Status, last.Msg
+		x.rec.HTTPStatus = lastResp.StatusCode
+		copyHeaders(x.w.Header(), lastResp.Header, false)
+		x.w.Header().Set("Content-Length", strconv.Itoa(len(lastBody)))
+		x.w.WriteHeader(lastResp.StatusCode)
+		x.committed = true
+		x.w.Write(lastBody)
+		return
+	}
+	x.fail(last)
+}
+
+// useChannel makes ch the record's channel.
+func (x *exchange) useChannel(ch *route.Channel) {
+	x.rec.Channel, x.rec.Region, x.rec.Provider = ch.Name, ch.Region, ch.Provider
+}
+
+// retryable reports whether the next channel may be tried after e:
+// connect errors, 429 and 5xx, and header or first-output timeouts.
+func retryable(e *HTTPError) bool {
+	switch e.Status {
+	case record.StatusUpstreamConnectError, record.StatusHeaderTimeout, record.StatusFirstOutputTimeout, record.StatusRateLimited:
+		return true
+	case record.StatusUpstreamHTTPError:
+		return e.Code >= 500
+	}
+	return false
+}
+
+// start sends the request to ch and waits for its headers. On success the
+// attempt holds a 2xx response; otherwise the error says why, and the
+// attempt (if not nil) may hold the upstream's error response.
+func (x *exchange) start(ch *route.Channel) (*attempt, *HTTPError) {
+	to := ch.Timeouts
+	ctx, cancel := context.WithCancelCause(x.r.Context())
+	a := &attempt{ch: ch, index: -1, ctx: ctx, cancel: cancel}
+	a.after(x.tl.Start().Add(to.Total).Sub(x.tl.Now()), errTotalTimeout)
+
+	req, err := x.upstreamRequest(ctx, ch)
+	if err != nil {
+		return a, x.attemptFailed(a, &HTTPError{Code: http.StatusBadGateway, Type: "api_error", Msg: "cannot build the upstream request", Status: record.StatusUpstreamConnectError, Err: err})
+	}
+	headerWait := to.Headers
+	if !x.req.stream && to.FirstOutput > headerWait {
+		// A non-streaming answer's headers come when the whole answer is
+		// ready, so its wait is bounded by first_output, not headers.
+		headerWait = to.FirstOutput
+	}
+	a.index = x.tl.BeginAttempt()
+	headerTimer := a.after(headerWait, errHeaderTimeout)
+	if x.req.stream {
+		a.firstOutput = a.after(to.FirstOutput, errFirstOutputTimeout)
+	}
+	resp, err := x.g.client.Do(req)
+	if err == nil {
+		x.tl.GotHeaders(a.index)
+	}
+	headerTimer.Stop()
+	if err != nil {
+		return a, x.attemptFailed(a, x.classifyError(a, err, "connect"))
+	}
+	a.resp = resp
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		x.attempts = append(x.attempts, record.Attempt{Channel: ch.Name, Status: record.StatusOK, HTTPStatus: resp.StatusCode})
+		x.setAttemptTiming(len(x.attempts)-1, a.index)
+		x.tl.Relay(a.index)
+		return a, nil
+	}
+	status := record.StatusUpstreamHTTPError
+	if resp.StatusCode == http.StatusTooManyRequests {
+		status = record.StatusRateLimited
+	}
+	return a, x.attemptFailed(a, &HTTPError{Code: resp.StatusCode, Type: "api_error", Msg: "upstream answered " + strconv.Itoa(resp.StatusCode), Status: status})
+}
+
+// attemptFailed records a failed attempt and returns its error.
+func (x *exchange) attemptFailed(a *attempt, e *HTTPError) *HTTPError {
+	at := record.Attempt{Channel: a.ch.Name, Status: e.Status, Error: e.Msg}
+	if a.resp != nil {
+		at.HTTPStatus = a.resp.StatusCode
+	}
+	x.attempts = append(x.attempts, at)
+	x.setAttemptTiming(len(x.attempts)-1, a.index)
+	return e
+}
+
+// setAttemptTiming copies the marks of timeline attempt ti into record
+// attempt i (an attempt that never started has none).
+func (x *exchange) setAttemptTiming(i, ti int) {
+	if ti < 0 {
+		return
+	}
+	t := x.tl.AttemptTiming(ti)
+	x.attempts[i].UpstreamStartMs = t.UpstreamStartMs
+	x.attempts[i].UpstreamHeadersMs = t.UpstreamHeadersMs
+	x.attempts[i].UpstreamHeadersAtMs = t.UpstreamHeadersAtMs
+}
+
+// classifyError tells why an upstream exchange failed: a timer of ours, the
+// client leaving, or the network.
+func (x *exchange) classifyError(a *attempt, err error, phase string) *HTTPError {
+	cause := context.Cause(a.ctx)
+	switch {
+	case x.r.Context().Err() != nil:
+		return &HTTPError{Code: 499, Msg: "client closed the request", Status: record.StatusClientCancelled, Err: err}
+	case errors.Is(cause, errHeaderTimeout):
+		return &HTTPError{Code: http.StatusGatewayTimeout, Type: "timeout_error", Msg: "upstream did not send headers within the header timeout", Status: record.StatusHeaderTimeout, Err: err}
+	case errors.Is(cause, errFirstOutputTimeout):
+		return &HTTPError{Code: http.StatusGatewayTimeout, Type: "timeout_error", Msg: "upstream sent no output within the first-output timeout", Status: record.StatusFirstOutputTimeout, Err: err}
+	case errors.Is(cause, errIdleTimeout):
+		return &HTTPError{Code: http.StatusGatewayTimeout, Type: "timeout_error", Msg: "upstream stream was idle longer than the idle timeout", Status: record.StatusIdleTimeout, Err: err}
+	case errors.Is(cause, errTotalTimeout):
+		return &HTTPError{Code: http.StatusGatewayTimeout, Type: "timeout_error", Msg: "request passed the total timeout", Status: record.StatusTotalTimeout, Err: err}
+	}
+	if phase == "connect" {
+		return &HTTPError{Code: http.StatusBadGateway, Type: "api_error", Msg: "cannot reach the upstream: " + netErrorText(err), Status: record.StatusUpstreamConnectError, Err: err}
+	}
+	return &HTTPError{Code: http.StatusBadGateway, Type: "api_error", Msg: "upstream stream failed: " + netErrorText(err), Status: record.StatusUpstreamStreamError, Err: err}
+}
+
+// netErrorText summarises a network error without URLs or bodies.
+func netErrorText(err error) string {
+	s := err.Error()
+	switch {
+	case strings.Contains(s, "connection refused"):
+		return "connection refused"
+	case strings.Contains(s, "connection reset"):
+		return "connection reset by peer"
+	case strings.Contains(s, "no such host"):
+		return "no such host"
+	case errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(s, "unexpected EOF"):
+		return "unexpected EOF"
+	case strings.Contains(s, "timeout"):
+		return "network timeout"
+	case errors.Is(err, io.EOF):
+		return "EOF"
+	}
+	return "network error"
+}
+
+// readErrorBody reads an upstream error response (bounded) and closes it.
+func (x *exchange) readErrorBody(a *attempt) []byte {
+	defer a.resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(a.resp.Body, maxErrorBody))
+	return b
+}
+
+// upstreamRequest builds the request to ch: the client's body (with the
+// usage option the gateway may add), the headers the provider needs, and
+// the channel's own key. The client's key never goes upstream.
+func (x *exchange) upstreamRequest(ctx context.Context, ch *route.Channel) (*http.Request, error) {
+	u := *ch.BaseURL
+	path, query, _ := strings.Cut(x.req.upstreamURI, "?")
+	u.Path = strings.TrimSuffix(u.Path, "/") + path
+	u.RawPath = ""
+	u.RawQuery = query
+	var body io.Reader
+	if x.ep.hasBody {
+		body = bytes.NewReader(x.req.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, x.r.Method, u.String(), body)
+	if err != nil {
+		return nil, err
+	}
+	if x.ep.hasBody {
+		req.ContentLength = int64(len(x.req.body))
+	}
+	for _, k := range forwardHeaders {
+		if v := x.r.Header.Values(k); len(v) > 0 {
+			req.Header[k] = v
+		}
+	}
+	if x.ep.hasBody && req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	switch ch.Protocol {
+	case protoAnthropic:
+		req.Header.Set("X-Api-Key", ch.Key)
+		if req.Header.Get("Anthropic-Version") == "" {
+			req.Header.Set("Anthropic-Version", "2023-06-01")
+		}
+	case protoGemini:
+		req.Header.Set("X-Goog-Api-Key", ch.Key)
+	default:
+		if ch.Key != "" {
+			req.Header.Set("Authorization", "Bearer "+ch.Key)
+		}
+	}
+	req.Header.Set("X-Request-Id", x.rec.RequestID)
+	return req, nil
+}
+
+// forwardHeaders are the client headers the upstream needs; everything else
+// (above all the client's own credentials) stays at the gateway.
+var forwardHeaders = []string{
+	"Content-Type", "Accept", "User-Agent",
+	"Anthropic-Version", "Anthropic-Beta",
+	"Openai-Beta", "Openai-Organization", "Openai-Project",
+	"X-Stainless-Arch", "X-Stainless-Lang", "X-Stainless-Os", "X-Stainless-Package-Version",
+	"X-Stainless-Runtime", "X-Stainless-Runtime-Version", "X-Stainless-Retry-Count", "X-Stainless-Timeout",
+	"X-Goog-Api-Client",
+}

@@ -1,0 +1,323 @@
+// Package server wires the gateway together: configuration, keys, the
+// store and its writer, the channels (with an in-process simulator for the
+// zero-config gateway), the relay, the read API, metrics and the dashboard.
+// `ttfx serve`, `ttfx demo` and the end-to-end tests all start it.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ttfx/ttfx/internal/api"
+	"github.com/ttfx/ttfx/internal/auth"
+	"github.com/ttfx/ttfx/internal/config"
+	"github.com/ttfx/ttfx/internal/diagnose"
+	"github.com/ttfx/ttfx/internal/relay"
+	"github.com/ttfx/ttfx/internal/route"
+	"github.com/ttfx/ttfx/internal/sim"
+	"github.com/ttfx/ttfx/internal/store"
+	"github.com/ttfx/ttfx/internal/timeline"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Config is the configuration; nil means the zero-config gateway:
+	// 127.0.0.1:8080, SQLite ttfx.db, generated keys, and an in-process
+	// simulator channel for each protocol.
+	Config *config.Config
+	// Dir is where the zero-config gateway keeps ttfx.db and its keys
+	// file; empty means the working directory.
+	Dir string
+	// Listen overrides the configured address (tests pass 127.0.0.1:0).
+	Listen string
+	// SimProfiles are the simulator's profiles (zero-config only); nil
+	// means the built-ins.
+	SimProfiles map[string]sim.Profile
+	// ExtraKeys are added to the zero-config keys file (the demo's key).
+	ExtraKeys []Generated
+	// Now is the clock of the timeline; nil means time.Now.
+	Now    timeline.Clock
+	Logger *slog.Logger
+}
+
+// Server is a running gateway.
+type Server struct {
+	cfg       *config.Config
+	log       *slog.Logger
+	gw        *relay.Gateway
+	store     store.Store
+	writer    *store.Writer
+	rules     *diagnose.Rules
+	keys      *auth.Keyring
+	generated []Generated
+	router    *route.Router
+	api       *api.Handler
+
+	ln   net.Listener
+	http *http.Server
+
+	simLn   net.Listener
+	simHTTP *http.Server
+	sim     *sim.Server
+
+	stopRetention context.CancelFunc
+	retentionDone chan struct{}
+}
+
+// New builds a server and opens its listener; Serve starts serving.
+func New(ctx context.Context, opts Options) (_ *Server, err error) {
+	s := &Server{log: opts.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	defer func() {
+		if err != nil {
+			s.closeAll()
+		}
+	}()
+	zero := opts.Config == nil
+	cfg := opts.Config
+	if zero {
+		cfg, _ = config.Parse(nil, nil)
+		cfg.Store = "sqlite:" + filepath.Join(opts.Dir, "ttfx.db")
+	}
+	s.cfg = cfg
+
+	var userKey []byte
+	if zero {
+		keyPath := filepath.Join(opts.Dir, "ttfx.keys.json")
+		s.keys, userKey, s.generated, err = loadOrCreateKeys(keyPath, opts.ExtraKeys)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.startSim(opts.SimProfiles); err != nil {
+			return nil, err
+		}
+		cfg.Channels = s.simChannels()
+	} else {
+		if s.keys, err = configKeys(cfg.Keys); err != nil {
+			return nil, err
+		}
+		if cfg.UserHashKeyEnv != "" {
+			userKey = []byte(os.Getenv(cfg.UserHashKeyEnv))
+			if len(userKey) < 16 {
+				return nil, fmt.Errorf("user_hash_key_env: %s must hold at least 16 bytes", cfg.UserHashKeyEnv)
+			}
+		} else {
+			// Without a configured key, a random one per start: user
+			// hashes are then comparable only within one run.
+			userKey = make([]byte, 32)
+			rand.Read(userKey)
+		}
+	}
+
+	s.store, err = store.Open(ctx, cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	s.writer = store.NewWriter(s.store, store.WriterOptions{Log: s.log})
+	s.rules = diagnose.New(cfg.Diagnosis)
+
+	chans, err := buildChannels(cfg.Channels)
+	if err != nil {
+		return nil, err
+	}
+	s.router = route.NewRouter(chans, randSeed())
+	s.gw = relay.New(relay.Options{
+		Router:       s.router,
+		Keys:         s.keys,
+		Recorder:     s.writer,
+		Diagnose:     s.rules.Diagnose,
+		Now:          opts.Now,
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		UserHashKey:  userKey,
+		Logger:       s.log,
+	})
+
+	mux := http.NewServeMux()
+	s.gw.Register(mux)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write([]byte("ok\n"))
+	})
+	s.api = api.New(api.Options{Store: s.store, Writer: s.writer, Resolve: api.KeyringResolver(s.keys), Log: s.log})
+	s.api.Register(mux)
+
+	addr := cfg.Listen
+	if opts.Listen != "" {
+		addr = opts.Listen
+	}
+	s.ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	s.http = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	s.stopRetention, s.retentionDone = cancel, make(chan struct{})
+	go func() {
+		defer close(s.retentionDone)
+		store.RunRetention(rctx, s.store, cfg.Retention.D(), time.Hour, time.Now, s.log)
+	}()
+	return s, nil
+}
+
+// Addr returns the address the gateway listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// URL returns the gateway's base URL.
+func (s *Server) URL() string { return "http://" + s.Addr() }
+
+// Generated returns the keys generated on this start (zero-config only),
+// whose secrets are shown once.
+func (s *Server) Generated() []Generated { return s.generated }
+
+// Store returns the server's store.
+func (s *Server) Store() store.Store { return s.store }
+
+// Writer returns the server's record writer.
+func (s *Server) Writer() *store.Writer { return s.writer }
+
+// Rules returns the diagnosis rules.
+func (s *Server) Rules() *diagnose.Rules { return s.rules }
+
+// SimURL returns the in-process simulator's base URL, or "".
+func (s *Server) SimURL() string {
+	if s.simLn == nil {
+		return ""
+	}
+	return "http://" + s.simLn.Addr().String()
+}
+
+// Sim returns the in-process simulator, or nil.
+func (s *Server) Sim() *sim.Server { return s.sim }
+
+// Serve serves until ctx is cancelled, then shuts down gracefully: stop
+// accepting, let in-flight streams finish (bounded by the drain timeout),
+// then drain the record queue.
+func (s *Server) Serve(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.http.Serve(s.ln) }()
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	return errors.Join(serveErr, s.Shutdown())
+}
+
+// Shutdown stops the server gracefully.
+func (s *Server) Shutdown() error {
+	drain := s.cfg.DrainTimeout.D()
+	ctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	var errs []error
+	if err := s.http.Shutdown(ctx); err != nil {
+		// Streams still running past the drain timeout are cut.
+		s.http.Close()
+		errs = append(errs, fmt.Errorf("drain: %w", err))
+	}
+	s.closeAll()
+	return errors.Join(errs...)
+}
+
+func (s *Server) closeAll() {
+	if s.stopRetention != nil {
+		s.stopRetention()
+		<-s.retentionDone
+		s.stopRetention = nil
+	}
+	if s.writer != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := s.writer.Close(ctx); err != nil {
+			s.log.Error("drain record queue", "err", err)
+		}
+		cancel()
+		s.writer = nil
+	}
+	if s.store != nil {
+		s.store.Close()
+		s.store = nil
+	}
+	if s.simHTTP != nil {
+		s.simHTTP.Close()
+		s.simHTTP = nil
+	}
+	if s.ln != nil && s.http == nil {
+		s.ln.Close()
+	}
+}
+
+// startSim starts the in-process simulator on a loopback port: the gateway
+// reaches it over real HTTP, as it would a provider.
+func (s *Server) startSim(profiles map[string]sim.Profile) error {
+	if profiles == nil {
+		profiles = sim.Builtin()
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("simulator listen: %w", err)
+	}
+	s.sim = sim.New(sim.Options{Profiles: profiles, Logger: s.log})
+	s.simLn = ln
+	s.simHTTP = &http.Server{Handler: s.sim, ReadHeaderTimeout: 10 * time.Second}
+	go s.simHTTP.Serve(ln)
+	return nil
+}
+
+// simChannels are the zero-config channels: one per protocol, all models.
+func (s *Server) simChannels() []config.Channel {
+	base := s.SimURL()
+	var out []config.Channel
+	for _, p := range []string{"openai", "anthropic", "gemini"} {
+		out = append(out, config.Channel{
+			Name: "sim-" + p, Protocol: p, BaseURL: base, Region: "local", Weight: 1,
+			Timeouts: config.DefaultTimeouts, Secret: "sim-key",
+		})
+	}
+	return out
+}
+
+// buildChannels turns the configured channels into routing channels.
+func buildChannels(cs []config.Channel) ([]*route.Channel, error) {
+	var out []*route.Channel
+	for _, c := range cs {
+		u, err := url.Parse(c.BaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("channel %q: %w", c.Name, err)
+		}
+		provider := u.Hostname()
+		if strings.HasPrefix(c.Name, "sim-") && (provider == "127.0.0.1" || provider == "localhost") {
+			provider = "sim"
+		}
+		t := c.Timeouts.WithDefaults()
+		out = append(out, &route.Channel{
+			Name: c.Name, Protocol: c.Protocol, BaseURL: u, Key: c.Secret,
+			Models: c.Models, Groups: c.Groups, Region: c.Region, Provider: provider,
+			Priority: c.Priority, Weight: max(c.Weight, 1),
+			Timeouts: route.Timeouts{Headers: t.Headers.D(), FirstOutput: t.FirstOutput.D(), Idle: t.Idle.D(), Total: t.Total.D()},
+		})
+	}
+	return out, nil
+}
+
+func randSeed() uint64 {
+	var b [8]byte
+	rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])
+}
