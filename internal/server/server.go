@@ -153,6 +153,12 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	})
 	s.api = api.New(api.Options{Store: s.store, Writer: s.writer, Resolve: api.KeyringResolver(s.keys), Log: s.log})
 	s.api.Register(mux)
+	if err := s.setupTelemetry(mux); err != nil {
+		return nil, err
+	}
+	if err := s.setupWeb(mux); err != nil {
+		return nil, err
+	}
 
 	addr := cfg.Listen
 	if opts.Listen != "" {
