@@ -63,6 +63,7 @@ type Server struct {
 	generated []Generated
 	router    *route.Router
 	api       *api.Handler
+	recorders relay.Recorders // every finished record goes to each, in order
 
 	ln   net.Listener
 	http *http.Server
@@ -134,18 +135,22 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		return nil, err
 	}
 	s.router = route.NewRouter(chans, randSeed())
+
+	mux := http.NewServeMux()
+	s.recorders = relay.Recorders{s.writer}
+	if err := s.setupTelemetry(mux); err != nil {
+		return nil, err
+	}
 	s.gw = relay.New(relay.Options{
 		Router:       s.router,
 		Keys:         s.keys,
-		Recorder:     s.writer,
+		Recorder:     s.recorders,
 		Diagnose:     s.rules.Diagnose,
 		Now:          opts.Now,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		UserHashKey:  userKey,
 		Logger:       s.log,
 	})
-
-	mux := http.NewServeMux()
 	s.gw.Register(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
@@ -153,9 +158,6 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	})
 	s.api = api.New(api.Options{Store: s.store, Writer: s.writer, Resolve: api.KeyringResolver(s.keys), Log: s.log})
 	s.api.Register(mux)
-	if err := s.setupTelemetry(mux); err != nil {
-		return nil, err
-	}
 	if err := s.setupWeb(mux); err != nil {
 		return nil, err
 	}
