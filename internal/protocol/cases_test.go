@@ -215,6 +215,20 @@ func TestResponsesCases(t *testing.T) {
 	}
 }
 
+// TestResponsesDoneWithoutDeltas covers a server that sends the .done
+// events only: they stand in for the missing deltas, once.
+func TestResponsesDoneWithoutDeltas(t *testing.T) {
+	s := run(t, OpenAIResponses,
+		step{"", `{"type":"response.function_call_arguments.done","arguments":"{\"a\":1}","item_id":"fc"}`, Tool},
+		step{"", `{"type":"response.output_text.done","text":"Hello"}`, Text},
+		step{"", `{"type":"response.output_text.done","text":"Hello again"}`, Metadata},
+		step{"", `{"type":"response.function_call_arguments.done","arguments":"{}"}`, Metadata},
+	)
+	if s.VisibleText() != "Hello" {
+		t.Errorf("visible %q", s.VisibleText())
+	}
+}
+
 func TestResponsesErrors(t *testing.T) {
 	s := run(t, OpenAIResponses,
 		step{"error", `{"type":"error","code":"ERR_SOMETHING","message":"Something went wrong","param":null,"sequence_number":1}`, Error},

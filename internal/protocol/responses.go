@@ -24,6 +24,13 @@ import (
 //     content_part.*, *.done repeats of the full text) is metadata. A
 //     reasoning item with only encrypted_content carries no reasoning text:
 //     metadata (INDEX.md, gpt-5.2 fixture).
+//
+// One leniency: response.output_text.done and
+// response.function_call_arguments.done repeat what the deltas carried, but
+// a compatible server that sends no deltas (a non-streaming answer replayed
+// as events) would otherwise show no content at all; when no text (or no
+// tool argument) has been seen yet in the stream, the .done event counts as
+// that content.
 
 type respType uint8
 
@@ -38,6 +45,8 @@ const (
 	respFailed
 	respError
 	respKeepalive
+	respTextDone // response.output_text.done: "text"
+	respToolDone // response.function_call_arguments.done: "arguments"
 )
 
 func respTypeOf(t []byte) respType {
@@ -59,6 +68,10 @@ func respTypeOf(t []byte) respType {
 		return respError
 	case "keepalive":
 		return respKeepalive
+	case "response.output_text.done":
+		return respTextDone
+	case "response.function_call_arguments.done":
+		return respToolDone
 	}
 	if bytes.HasPrefix(t, []byte("response.")) {
 		if bytes.HasSuffix(t, []byte("_arguments.delta")) {
@@ -76,7 +89,7 @@ func responsesEvent(c *content, e *event, sseType, data []byte) bool {
 	}
 	t := respUnknown
 	hasType := false
-	var delta, resp, errObj, code []byte
+	var delta, text, args, resp, errObj, code []byte
 	d.Object()
 	for {
 		k, ok := d.Key()
@@ -93,6 +106,10 @@ func responsesEvent(c *content, e *event, sseType, data []byte) bool {
 			}
 		case "delta":
 			delta = rawStr(&d)
+		case "text":
+			text = rawStr(&d)
+		case "arguments":
+			args = rawStr(&d)
 		case "response":
 			resp = object(&d)
 		case "error":
@@ -116,6 +133,14 @@ func responsesEvent(c *content, e *event, sseType, data []byte) bool {
 		addContent(c, e, delta, Reasoning)
 	case respTool:
 		addContent(c, e, delta, Tool)
+	case respTextDone:
+		if !c.sawText {
+			addContent(c, e, text, Text)
+		}
+	case respToolDone:
+		if !c.sawTool {
+			addContent(c, e, args, Tool)
+		}
 	case respCompleted, respIncomplete, respFailed:
 		if resp != nil {
 			rd := jsonscan.New(resp)
