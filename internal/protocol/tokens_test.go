@@ -84,7 +84,7 @@ func TestTokensReasoningLumpedIsEstimated(t *testing.T) {
 func TestVisibleTextIsBounded(t *testing.T) {
 	s := NewStream(OpenAIChat)
 	piece := strings.Repeat(" hello", 1000) // 6000 bytes, 1000 tokens
-	const n = 250                            // 1.5 MB in all
+	const n = 250                           // 1.5 MB in all
 	for range n {
 		s.Event(chunk(piece))
 	}
