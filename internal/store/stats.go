@@ -16,8 +16,8 @@ import (
 // they were computed. ttfx computes them itself from the stored values, so
 // SQLite and PostgreSQL give the same numbers for the same records.
 const PercentileMethod = "R-7: linear interpolation between closest ranks (the default of numpy.percentile, " +
-	"R's quantile type 7 and Excel's PERCENTILE.INC). The n present values are sorted x[0] <= ... <= x[n-1]; " +
-	"for p in [0,1], h = (n-1)*p and the percentile is x[floor(h)] + (h - floor(h)) * (x[floor(h)+1] - x[floor(h)]). " +
+	"R's quantile type 7 and Excel's PERCENTILE.INC). The n present values are sorted x[0] ≤ … ≤ x[n−1]; " +
+	"for p in [0,1], h = (n−1)·p and the percentile is x[⌊h⌋] + (h − ⌊h⌋)·(x[⌊h⌋+1] − x[⌊h⌋]). " +
 	"Absent values are excluded and counted in absent; computed by ttfx in Go, identically on SQLite and PostgreSQL."
 
 // StatField is a per-request value that Stats summarises.
@@ -347,21 +347,7 @@ func (s *sqlStore) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
 		return Stats{}, err
 	}
 
-	st := Stats{
-		PercentileMethod: PercentileMethod,
-		Definitions:      map[string]string{},
-		GroupBy:          append([]string{}, q.GroupBy...),
-		Groups:           make([]Group, 0, len(order)),
-	}
-	for k, v := range CountDefinitions {
-		st.Definitions[k] = v
-	}
-	for _, f := range fields {
-		st.Definitions[f.Name] = f.Definition
-	}
-	if bucketNs > 0 {
-		st.BucketMs = float64(bucketNs) / 1e6
-	}
+	st := emptyStats(&q, fields)
 	slices.SortFunc(order, func(a, b *statCell) int {
 		if c := slices.Compare(a.key, b.key); c != 0 {
 			return c
@@ -392,6 +378,37 @@ func (s *sqlStore) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
 		st.Groups = append(st.Groups, g)
 	}
 	return st, nil
+}
+
+// EmptyStats returns the answer of Stats for q when no record matches: its
+// definitions and method, no groups. It is for callers that know the
+// answer is empty without asking the store (a viewer asking for another
+// group).
+func EmptyStats(q StatsQuery) (Stats, error) {
+	fields, _, err := resolveStats(&q)
+	if err != nil {
+		return Stats{}, err
+	}
+	return emptyStats(&q, fields), nil
+}
+
+func emptyStats(q *StatsQuery, fields []*StatField) Stats {
+	st := Stats{
+		PercentileMethod: PercentileMethod,
+		Definitions:      map[string]string{},
+		GroupBy:          append([]string{}, q.GroupBy...),
+		Groups:           []Group{},
+	}
+	for k, v := range CountDefinitions {
+		st.Definitions[k] = v
+	}
+	for _, f := range fields {
+		st.Definitions[f.Name] = f.Definition
+	}
+	if q.Bucket > 0 {
+		st.BucketMs = float64(q.Bucket.Nanoseconds()) / 1e6
+	}
+	return st
 }
 
 // countLabels adds the label counts of every cell with one GROUP BY. The
