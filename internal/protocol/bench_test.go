@@ -74,3 +74,23 @@ func BenchmarkClassify(b *testing.B) {
 		})
 	}
 }
+
+// TestHotPathAllocations holds the issue 2 target of at most one allocation
+// per event for parse+classify of a typical chunk of each API (the visible
+// text buffer grows now and then; nothing else allocates).
+func TestHotPathAllocations(t *testing.T) {
+	for _, bc := range benchChunks {
+		r := sse.NewReader(&loopReader{data: []byte(bc.event)}, 0)
+		s := NewStream(bc.api)
+		allocs := testing.AllocsPerRun(2000, func() {
+			p, err := r.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Piece(p)
+		})
+		if allocs > 1 {
+			t.Errorf("%s: %v allocations per event, want ≤ 1", bc.api, allocs)
+		}
+	}
+}

@@ -327,7 +327,6 @@ func (c *content) tokens(seen bool) Tokens {
 	if !seen && !u.any() {
 		return t
 	}
-	est := c.estimate()
 	// Usage gives the visible count when its output is all visible text, or
 	// all of it but the reasoning it breaks out. It cannot when the stream
 	// had tool arguments (counted in output by every provider), or
@@ -340,12 +339,18 @@ func (c *content) tokens(seen bool) Tokens {
 		if v < 0 {
 			v = 0
 		}
-		if u.HasReasoning || v <= hiddenMargin(est) {
+		if u.HasReasoning {
 			t.Visible, t.HasVisible, t.Source = v, true, SourceUsage
 			return t
 		}
+		if est := c.estimate(); v > hiddenMargin(est) {
+			t.Visible, t.HasVisible, t.Source = est, true, SourceEstimate
+			return t
+		}
+		t.Visible, t.HasVisible, t.Source = v, true, SourceUsage
+		return t
 	}
-	t.Visible, t.HasVisible, t.Source = est, true, SourceEstimate
+	t.Visible, t.HasVisible, t.Source = c.estimate(), true, SourceEstimate
 	return t
 }
 
