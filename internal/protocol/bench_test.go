@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/ttfx/ttfx/internal/sse"
@@ -72,6 +73,42 @@ func BenchmarkClassify(b *testing.B) {
 				s.Event(&ev)
 			}
 		})
+	}
+}
+
+// BenchmarkEncodingJSONChat is the alternative the scanner replaces: one
+// encoding/json unmarshal of the same chat chunk into a struct with only the
+// fields the classifier reads. It is the baseline that justifies
+// internal/jsonscan (STYLE.md: no JSON library swap without a benchmark).
+func BenchmarkEncodingJSONChat(b *testing.B) {
+	data := []byte(benchChunks[0].event[len("data: ") : len(benchChunks[0].event)-2])
+	type chunk struct {
+		Choices []struct {
+			Delta struct {
+				Content          *string `json:"content"`
+				Refusal          *string `json:"refusal"`
+				ReasoningContent *string `json:"reasoning_content"`
+				Reasoning        *string `json:"reasoning"`
+				ToolCalls        []struct {
+					Function struct {
+						Arguments string `json:"arguments"`
+					} `json:"function"`
+				} `json:"tool_calls"`
+			} `json:"delta"`
+			FinishReason *string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage *struct {
+			PromptTokens     int `json:"prompt_tokens"`
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+		Error json.RawMessage `json:"error"`
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		var c chunk
+		if err := json.Unmarshal(data, &c); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
