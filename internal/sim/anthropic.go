@@ -20,6 +20,8 @@ type anthEncoder struct {
 	index  int      // index of the open block; -1 before the first
 	open   stepKind // the open block's kind; 0: none
 	pinged bool
+	text   template // text_delta of the block at textAt
+	textAt int
 }
 
 func newAnthEncoder(r *response) *anthEncoder { return &anthEncoder{r: r, index: -1} }
@@ -91,12 +93,23 @@ func (e *anthEncoder) block(kind stepKind, full bool) any {
 	return anthText{"text", ""}
 }
 
+type anthDelta struct {
+	Type  string `json:"type"`
+	Index int    `json:"index"`
+	Delta any    `json:"delta"`
+}
+
+type anthTextDelta struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+func (e *anthEncoder) deltaEvent(d any) anthDelta {
+	return anthDelta{"content_block_delta", e.index, d}
+}
+
 func (e *anthEncoder) delta(dst []byte, d any) []byte {
-	return appendTyped(dst, "content_block_delta", struct {
-		Type  string `json:"type"`
-		Index int    `json:"index"`
-		Delta any    `json:"delta"`
-	}{"content_block_delta", e.index, d})
+	return appendTyped(dst, "content_block_delta", e.deltaEvent(d))
 }
 
 func (e *anthEncoder) openBlock(dst []byte, kind stepKind) []byte {
@@ -170,10 +183,10 @@ func (e *anthEncoder) frame(dst []byte, st step) []byte {
 				PartialJSON string `json:"partial_json"`
 			}{"input_json_delta", st.text})
 		default:
-			dst = e.delta(dst, struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			}{"text_delta", st.text})
+			if e.text.pre == nil || e.textAt != e.index {
+				e.text, e.textAt = makeTemplate(e.deltaEvent(anthTextDelta{"text_delta", hole})), e.index
+			}
+			dst = e.text.appendEvent(dst, "content_block_delta", st.text)
 		}
 		if st.last {
 			dst = e.closeBlock(dst)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ttfx/ttfx/internal/sse"
 )
@@ -273,3 +274,97 @@ const streamErrorMessage = "The simulated server had an error while processing y
 
 // joinText concatenates the texts of pieces.
 func joinText(pieces []string) string { return strings.Join(pieces, "") }
+
+// A template is an event's JSON with one string left open: the bytes
+// around it are what marshal writes for the event, so filling it gives the
+// same bytes as marshalling the event with that string. Text deltas, the
+// bulk of every stream, are written through templates: BenchmarkFrame
+// measured 4.4 µs and 5 allocations per OpenAI chat delta through marshal,
+// 23 ns and none through a template; at 1,000 streams marshal's garbage
+// was a third of the process's, and every GC cycle also scans the
+// tokenizer's large vocabulary.
+type template struct{ pre, post []byte }
+
+// hole is the placeholder a template is cut at; no generated text holds NUL.
+const hole = "\x00ttfx-template-hole\x00"
+
+func makeTemplate(v any) template {
+	b := marshal(v)
+	h := marshal(hole)
+	i := bytes.Index(b, h)
+	if i < 0 {
+		panic("sim: template without its hole")
+	}
+	return template{pre: b[:i:i], post: b[i+len(h):]}
+}
+
+// appendData appends the template filled with s as a `data:` event, with
+// an `event:` line when typ is set.
+func (t template) appendEvent(dst []byte, typ, s string) []byte {
+	if typ != "" {
+		dst = append(dst, "event: "...)
+		dst = append(dst, typ...)
+		dst = append(dst, '\n')
+	}
+	dst = append(dst, "data: "...)
+	dst = append(dst, t.pre...)
+	dst = appendJSONString(dst, s)
+	dst = append(dst, t.post...)
+	return append(dst, '\n', '\n')
+}
+
+// appendJSONString appends s as a JSON string exactly as encoding/json
+// writes it with SetEscapeHTML(false): \" \\ \n \r \t \b \f, \u00XX for
+// other control bytes, \ufffd for invalid UTF-8, and \u2028 \u2029 escaped.
+func appendJSONString(dst []byte, s string) []byte {
+	const hexd = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexd[c>>4], hexd[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexd[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}

@@ -106,3 +106,43 @@ func FuzzParseRecording(f *testing.F) {
 		}
 	})
 }
+
+// FuzzJSONString checks appendJSONString against encoding/json.
+func FuzzJSONString(f *testing.F) {
+	for _, s := range []string{"", "plain", `"quoted" \ back`, "\n\r\t\b\f\x00\x1f\x7f", "<&>", "\u2028\u2029", "\xff\xfe", "é“”😀"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := string(appendJSONString(nil, s)), string(marshal(s)); got != want {
+			t.Fatalf("appendJSONString(%q) = %s, want %s", s, got, want)
+		}
+	})
+}
+
+// TestTemplatesMatchMarshal checks that text deltas written through
+// templates are the bytes the struct encoders write.
+func TestTemplatesMatchMarshal(t *testing.T) {
+	c := generate(mixed)
+	pl := buildPlan(mixed, fault{}, c)
+	for _, text := range []string{" token", `a "quoted" <b> \ line` + "\n", "é😀\u2028"} {
+		r := newResponse("m&<x>", "mixed", mixed, c, pl, 3, true)
+		chat := &chatEncoder{r: r}
+		if got, want := string(chat.frame(nil, step{kind: stepText, text: text})), string(appendData(nil, chat.chunk(chatDelta{Content: ptr(text)}, nil))); got != want {
+			t.Errorf("chat text:\n%s\nwant\n%s", got, want)
+		}
+		if got, want := string(chat.frame(nil, step{kind: stepReasoning, text: text})), string(appendData(nil, chat.chunk(chatDelta{ReasoningContent: ptr(text)}, nil))); got != want {
+			t.Errorf("chat reasoning:\n%s\nwant\n%s", got, want)
+		}
+		comp := &completionEncoder{r: r}
+		if got, want := string(comp.frame(nil, step{kind: stepText, text: text})), string(appendData(nil, comp.chunk(text, nil))); got != want {
+			t.Errorf("completion text:\n%s\nwant\n%s", got, want)
+		}
+		an := newAnthEncoder(r)
+		an.frame(nil, step{kind: stepStart})
+		an.frame(nil, step{kind: stepReasoning, text: "x", last: true})
+		got := string(an.frame(nil, step{kind: stepText, text: text}))
+		if want := string(appendTyped(nil, "content_block_delta", an.deltaEvent(anthTextDelta{"text_delta", text}))); !strings.HasSuffix(got, want) {
+			t.Errorf("anthropic text:\n%s\nwant suffix\n%s", got, want)
+		}
+	}
+}

@@ -84,9 +84,12 @@ func (r *response) finishReason() string {
 	return "stop"
 }
 
-type chatEncoder struct{ r *response }
+type chatEncoder struct {
+	r               *response
+	text, reasoning template // made at the first delta of each
+}
 
-func (e chatEncoder) chunk(d chatDelta, finish *string) chatChunk {
+func (e *chatEncoder) chunk(d chatDelta, finish *string) chatChunk {
 	ch := chatChunk{
 		ID: e.r.id.chat, Object: "chat.completion.chunk", Created: created, Model: e.r.model,
 		ServiceTier: "default", SystemFingerprint: e.r.id.fingerprint,
@@ -98,19 +101,25 @@ func (e chatEncoder) chunk(d chatDelta, finish *string) chatChunk {
 	return ch
 }
 
-func (e chatEncoder) frame(dst []byte, st step) []byte {
+func (e *chatEncoder) frame(dst []byte, st step) []byte {
 	switch st.kind {
 	case stepStart:
 		return appendData(dst, e.chunk(chatDelta{Role: "assistant", Content: ptr(""), Refusal: null}, nil))
 	case stepReasoning:
-		return appendData(dst, e.chunk(chatDelta{ReasoningContent: ptr(st.text)}, nil))
+		if e.reasoning.pre == nil {
+			e.reasoning = makeTemplate(e.chunk(chatDelta{ReasoningContent: ptr(hole)}, nil))
+		}
+		return e.reasoning.appendEvent(dst, "", st.text)
 	case stepToolStart:
 		return appendData(dst, e.chunk(chatDelta{ToolCalls: []chatToolCall{{
 			ID: e.r.id.call, Type: "function", Function: chatFunction{Name: e.r.c.toolName}}}}, nil))
 	case stepTool:
 		return appendData(dst, e.chunk(chatDelta{ToolCalls: []chatToolCall{{Function: chatFunction{Arguments: st.text}}}}, nil))
 	case stepText:
-		return appendData(dst, e.chunk(chatDelta{Content: ptr(st.text)}, nil))
+		if e.text.pre == nil {
+			e.text = makeTemplate(e.chunk(chatDelta{Content: ptr(hole)}, nil))
+		}
+		return e.text.appendEvent(dst, "", st.text)
 	case stepHeartbeat:
 		return sse.AppendComment(dst, "ping")
 	case stepFinish:
@@ -128,7 +137,7 @@ func (e chatEncoder) frame(dst []byte, st step) []byte {
 	return dst
 }
 
-func (e chatEncoder) body() []byte {
+func (e *chatEncoder) body() []byte {
 	// A non-streaming tool call has no "index".
 	type toolCall struct {
 		ID       string       `json:"id"`
@@ -196,14 +205,17 @@ type completionChoice struct {
 	FinishReason *string         `json:"finish_reason"`
 }
 
-type completionEncoder struct{ r *response }
+type completionEncoder struct {
+	r    *response
+	text template
+}
 
-func (e completionEncoder) usage() chatUsage {
+func (e *completionEncoder) usage() chatUsage {
 	v := e.r.c.visibleTokens
 	return chatUsage{PromptTokens: e.r.input, CompletionTokens: v, TotalTokens: e.r.input + v}
 }
 
-func (e completionEncoder) chunk(text string, finish *string) completionChunk {
+func (e *completionEncoder) chunk(text string, finish *string) completionChunk {
 	ch := completionChunk{ID: e.r.id.completion, Object: "text_completion", Created: created,
 		Choices: []completionChoice{{Text: text, Logprobs: null, FinishReason: finish}},
 		Model:   e.r.model, SystemFingerprint: e.r.id.fingerprint}
@@ -213,12 +225,15 @@ func (e completionEncoder) chunk(text string, finish *string) completionChunk {
 	return ch
 }
 
-func (e completionEncoder) frame(dst []byte, st step) []byte {
+func (e *completionEncoder) frame(dst []byte, st step) []byte {
 	switch st.kind {
 	case stepStart:
 		return appendData(dst, e.chunk("", nil))
 	case stepText:
-		return appendData(dst, e.chunk(st.text, nil))
+		if e.text.pre == nil {
+			e.text = makeTemplate(e.chunk(hole, nil))
+		}
+		return e.text.appendEvent(dst, "", st.text)
 	case stepHeartbeat:
 		return sse.AppendComment(dst, "ping")
 	case stepFinish:
@@ -236,7 +251,7 @@ func (e completionEncoder) frame(dst []byte, st step) []byte {
 	return dst
 }
 
-func (e completionEncoder) body() []byte {
+func (e *completionEncoder) body() []byte {
 	ch := e.chunk(e.r.c.visibleText, ptr("stop"))
 	ch.Usage = marshal(e.usage())
 	return marshal(ch)

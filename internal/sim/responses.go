@@ -18,7 +18,7 @@ type respEncoder struct {
 	seq  int
 	out  int      // output_index of the open item; -1 before the first
 	open stepKind // the open item's kind; 0: none
-	buf  string   // text of the open item so far
+	buf  []byte   // text of the open item so far
 	done []any    // finished output items, for response.completed
 }
 
@@ -169,7 +169,7 @@ func (e *respEncoder) itemID(kind stepKind) string {
 func (e *respEncoder) openItem(dst []byte, kind stepKind) []byte {
 	dst = e.closeItem(dst)
 	e.out++
-	e.open, e.buf = kind, ""
+	e.open, e.buf = kind, e.buf[:0]
 	dst = e.event(dst, "response.output_item.added", map[string]any{"item": e.item(kind, "", "in_progress"), "output_index": e.out})
 	id := e.itemID(kind)
 	switch kind {
@@ -188,7 +188,7 @@ func (e *respEncoder) closeItem(dst []byte) []byte {
 	if e.open == 0 {
 		return dst
 	}
-	id, text := e.itemID(e.open), e.buf
+	id, text := e.itemID(e.open), string(e.buf)
 	switch e.open {
 	case stepReasoning:
 		dst = e.event(dst, "response.reasoning_summary_text.done", map[string]any{
@@ -207,7 +207,7 @@ func (e *respEncoder) closeItem(dst []byte) []byte {
 	it := e.item(e.open, text, "completed")
 	e.done = append(e.done, it)
 	dst = e.event(dst, "response.output_item.done", map[string]any{"item": it, "output_index": e.out})
-	e.open, e.buf = 0, ""
+	e.open, e.buf = 0, e.buf[:0]
 	return dst
 }
 
@@ -222,7 +222,7 @@ func (e *respEncoder) frame(dst []byte, st step) []byte {
 		if e.open != st.kind {
 			dst = e.openItem(dst, st.kind)
 		}
-		e.buf += st.text
+		e.buf = append(e.buf, st.text...)
 		id := e.itemID(st.kind)
 		switch st.kind {
 		case stepReasoning:

@@ -342,7 +342,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, api API, pathMode
 func newEncoder(api API, r *response) encoder {
 	switch api {
 	case APICompletions:
-		return completionEncoder{r}
+		return &completionEncoder{r: r}
 	case APIResponses:
 		return newRespEncoder(r)
 	case APIAnthropic:
@@ -350,7 +350,7 @@ func newEncoder(api API, r *response) encoder {
 	case APIGemini:
 		return &geminiEncoder{r: r}
 	}
-	return chatEncoder{r}
+	return &chatEncoder{r: r}
 }
 
 // countPrompt is the prompt's token count: each string on its own, so the

@@ -1,0 +1,60 @@
+// Package sim is the simulated LLM provider of SPEC.md §6 (issue 3): an
+// http.Handler that speaks OpenAI chat completions, legacy completions,
+// Responses, embeddings and models, Anthropic Messages and Gemini
+// generateContent / streamGenerateContent?alt=sse, streaming and not, in
+// each provider's own wire format (compare testdata/fixtures), with the
+// timing of a chosen profile. The gateway's tests, the zero-config
+// `ttfx serve`, `ttfx demo` and the benchmark run against it, so its timing
+// is the reference the gateway's accuracy is judged by.
+//
+// # Profiles and timing
+//
+// The request's model name selects a Profile (Options.Default serves the
+// rest). Every time in a profile is measured from the moment the handler
+// receives the request. Before the headers nothing is sent; the first
+// metadata event follows at first_event_ms; reasoning, the tool call and
+// the text start at reasoning_ms, tool_ms and text_ms, in the order of
+// those times. Within a part, token j is due at start + j/tps (the part
+// is sped up if it would run into the next one), tokens_per_event tokens
+// to an event; the terminal events are due when the last part is done, at
+// TextMs + VisibleTokens/TPS when the text comes last, so a client that
+// measures visible_tokens / (last byte − first text) sees exactly tps.
+// Each event's due time is computed from the receipt and waited for with
+// one timer to that absolute time, so lateness never accumulates with the
+// number of events; each event is flushed on its own, and a client that
+// goes away stops the stream at once. Profile.Schedule gives the same
+// times without waiting.
+//
+// The text is made of whole o200k_base tokens (internal/tokens), so the
+// visible token count the usage reports equals tokens.Count of the visible
+// text the client received. The usage reports what was sent: input tokens
+// are counted over the prompt's text, output tokens are visible + reasoning
+// (streamed or hidden) + tool-call argument tokens, with reasoning broken
+// out where the protocol does (OpenAI, Responses, Gemini thoughts). Bodies
+// are the same bytes for the same profile, seed and request: ids derive
+// from the profile's name and seed and timestamps are fixed. The prompt
+// never changes the timing.
+//
+// # Faults
+//
+//	status:CODE          an error response in the protocol's format at headers_ms, before any body
+//	reset_after:N        the connection is cut (unexpected EOF, not a clean end) when visible token
+//	                     N+1 would be sent; exactly N visible tokens reach the client
+//	stall_after:N:MS     everything from visible token N+1 on is sent MS later (heartbeats go on)
+//	truncate             no finish or terminal marker, clean close
+//	error_event_after:N  after N visible tokens an in-stream error event in the protocol's format
+//	                     ({"error":…} for OpenAI and Gemini, Anthropic event: error, Responses error),
+//	                     then a clean close
+//
+// A non-streaming request answers at the time the stream would have ended:
+// reset closes the connection without a response, truncate sends half the
+// JSON body and closes cleanly, error_event answers 500 in the protocol's
+// format, stall answers late.
+//
+// # Replay
+//
+// A profile with Replay (or ReplayProfile, `ttfx sim --replay`) serves a
+// recorded .sse file byte for byte to any streaming request. See replay.go
+// for the timing comments (": t=MS", ": headers=MS") that keep a
+// recording's gaps; without them events go out replay_gap_ms apart.
+package sim
