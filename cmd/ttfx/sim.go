@@ -51,12 +51,10 @@ flags:
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); err != nil { // Parse has printed the usage
 		if errors.Is(err, flag.ErrHelp) {
-			fs.Usage()
 			return nil
 		}
-		fs.Usage()
 		return usageError("%v", err)
 	}
 	if fs.NArg() > 0 {
@@ -125,6 +123,7 @@ flags:
 	case <-ctx.Done():
 	}
 	// Let open streams finish for a moment, then cut what is left.
+	fmt.Fprintf(os.Stderr, "ttfx sim: shutting down (open streams get %v)\n", simShutdownGrace)
 	sctx, cancel := context.WithTimeout(context.Background(), simShutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
