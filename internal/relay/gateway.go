@@ -145,6 +145,7 @@ type exchange struct {
 	attempts  []record.Attempt
 	committed bool // response headers or bytes reached the client: no more fallback
 	proto     string
+	scratch   []byte // reused for events the relay has to rewrite
 }
 
 func (x *exchange) serve() {

@@ -81,10 +81,14 @@ func (x *exchange) relayStream(a *attempt) (retry bool) {
 			// The usage chunk the gateway asked for and the client did not.
 			continue
 		}
+		raw := p.Raw
+		if x.req.injected && p.Kind == sse.PieceEvent {
+			raw = x.stripUsageNull(raw)
+		}
 		if !x.committed {
 			x.commit(a, true)
 		}
-		if _, err := x.w.Write(p.Raw); err != nil {
+		if _, err := x.w.Write(raw); err != nil {
 			writeErr = err
 			break
 		}
@@ -140,6 +144,29 @@ func (x *exchange) relayStream(a *attempt) (retry bool) {
 	}
 	x.attempts[len(x.attempts)-1].Status = x.rec.Status
 	return false
+}
+
+// usageNull is what OpenAI-compatible upstreams append to every chunk of a
+// stream whose request asked for stream_options.include_usage.
+var usageNull = []byte(`,"usage":null}`)
+
+// stripUsageNull removes the `"usage":null` member that the usage option
+// the gateway added makes upstreams put at the end of every chunk, so that
+// the client sees the bytes it would have seen directly (SPEC.md §3, §11).
+// Only an event whose data line ends with it is changed; anything else is
+// relayed as it is.
+func (x *exchange) stripUsageNull(raw []byte) []byte {
+	end := len(raw)
+	for end > 0 && (raw[end-1] == '\n' || raw[end-1] == '\r') {
+		end--
+	}
+	if end < len(usageNull) || string(raw[end-len(usageNull):end]) != string(usageNull) {
+		return raw
+	}
+	cut := end - len(usageNull)
+	x.scratch = append(x.scratch[:0], raw[:cut]...)
+	x.scratch = append(x.scratch, raw[end-1:]...) // the closing brace and the line ends
+	return x.scratch
 }
 
 // streamOutcome copies what the classifier learned into the record.
