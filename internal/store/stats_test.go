@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -238,5 +240,46 @@ func TestStatsSameOnBothEngines(t *testing.T) {
 	}
 	if answers[0] != answers[1] {
 		t.Errorf("engines disagree:\nsqlite   %s\npostgres %s", answers[0], answers[1])
+	}
+}
+
+// TestSummarizeMatchesSort: the selection Summarize uses gives exactly the
+// percentiles of the sorted values, for many sizes and with heavy
+// duplication (timings repeat at coarse clocks).
+func TestSummarizeMatchesSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for trial := range 3000 {
+		n := 1 + rng.IntN(300)
+		if trial%100 == 0 {
+			n = 1 + rng.IntN(20000)
+		}
+		vals := make([]float64, n)
+		for i := range vals {
+			switch trial % 3 {
+			case 0:
+				vals[i] = rng.Float64() * 1000
+			case 1:
+				vals[i] = float64(rng.IntN(5)) // few distinct values
+			default:
+				vals[i] = float64(i) // already sorted
+				if trial%2 == 0 {
+					vals[i] = float64(n - i) // reversed
+				}
+			}
+		}
+		sorted := slices.Clone(vals)
+		slices.Sort(sorted)
+		s := Summarize(vals, 0)
+		for _, c := range []struct {
+			p   float64
+			got *float64
+		}{{0.5, s.P50}, {0.9, s.P90}, {0.95, s.P95}, {0.99, s.P99}} {
+			if want := Percentile(sorted, c.p); *c.got != want {
+				t.Fatalf("n=%d trial %d p%v: %v, want %v", n, trial, c.p, *c.got, want)
+			}
+		}
+		if *s.Min != sorted[0] || *s.Max != sorted[n-1] {
+			t.Fatalf("n=%d: min %v max %v", n, *s.Min, *s.Max)
+		}
 	}
 }
