@@ -237,7 +237,7 @@ func (w *Writer) take(batch []record.Record) []record.Record {
 // until every record is written or rejected, or Close gives up.
 func (w *Writer) write(batch []record.Record) {
 	backoff := w.opts.MinBackoff
-	for {
+	for len(batch) > 0 {
 		err := w.insert(batch)
 		if err == nil {
 			w.settle(len(batch), 0)
@@ -250,8 +250,11 @@ func (w *Writer) write(batch []record.Record) {
 			// The store answers but refused the batch: some record in
 			// it is at fault, or the failure was transient. Either way,
 			// record by record isolates it.
-			w.writeEach(batch)
-			return
+			batch = batch[w.writeEach(batch):]
+			if len(batch) == 0 || w.ctx.Err() != nil {
+				return
+			}
+			// The store went away meanwhile: back off with the rest.
 		}
 		w.mu.Lock()
 		w.stats.Retrying = true
@@ -264,24 +267,20 @@ func (w *Writer) write(batch []record.Record) {
 	}
 }
 
-// writeEach stores batch one record at a time. A record that fails while
-// the store is reachable is retried twice, then rejected; if the store
-// becomes unreachable the rest goes back to write's backoff.
-func (w *Writer) writeEach(batch []record.Record) {
+// writeEach stores batch one record at a time and returns how many records
+// it settled. A record that fails while the store is reachable is retried
+// twice, then rejected; when the store stops answering, writeEach returns
+// early and the caller backs off with the rest.
+func (w *Writer) writeEach(batch []record.Record) int {
 	for i := range batch {
-		one := batch[i : i+1]
 		for try := 1; ; try++ {
-			err := w.insert(one)
+			err := w.insert(batch[i : i+1])
 			if err == nil {
 				w.settle(1, 0)
 				break
 			}
-			if w.ctx.Err() != nil {
-				return
-			}
-			if !w.reachable() {
-				w.write(batch[i:])
-				return
+			if w.ctx.Err() != nil || !w.reachable() {
+				return i
 			}
 			if try == 3 {
 				w.settle(0, 1)
@@ -289,10 +288,11 @@ func (w *Writer) writeEach(batch []record.Record) {
 				break
 			}
 			if !w.sleep(w.opts.MinBackoff) {
-				return
+				return i
 			}
 		}
 	}
+	return len(batch)
 }
 
 // insert runs one Insert with the write timeout and counts a failure.

@@ -23,6 +23,7 @@ type faultyStore struct {
 	refuse  map[string]bool
 	block   chan struct{} // when set, Insert waits for it to close
 	inserts int
+	flapAt  int // the Insert call (1-based) at which the store goes down for 30 ms
 }
 
 var errDown = errors.New("connection refused")
@@ -32,6 +33,10 @@ func (f *faultyStore) setDown(v bool) { f.mu.Lock(); f.down = v; f.mu.Unlock() }
 func (f *faultyStore) Insert(ctx context.Context, recs []record.Record) error {
 	f.mu.Lock()
 	f.inserts++
+	if f.inserts == f.flapAt {
+		f.down = true
+		time.AfterFunc(30*time.Millisecond, func() { f.setDown(false) })
+	}
 	down, block := f.down, f.block
 	refused := slices.ContainsFunc(recs, func(r record.Record) bool { return f.refuse[r.RequestID] })
 	f.mu.Unlock()
@@ -270,4 +275,31 @@ func TestWriterRecordNeverBlocks(t *testing.T) {
 	if st := w.Stats(); st.Written != 1000 {
 		t.Errorf("written %d after the store came back", st.Written)
 	}
+}
+
+func TestWriterPoisonRecordDuringFlap(t *testing.T) {
+	// The store refuses one record, and goes away while the writer is
+	// isolating it record by record: the rest waits out the outage, the
+	// poison record is still rejected, and every other record is written.
+	s, _ := openTestSQLite(t)
+	f := &faultyStore{Store: s, refuse: map[string]bool{idN(2): true}, block: make(chan struct{}), flapAt: 5}
+	w := NewWriter(f, fastRetry)
+	for i := range 10 {
+		w.Record(fullRecord(idN(i), testBase))
+	}
+	f.mu.Lock()
+	close(f.block)
+	f.block = nil
+	f.mu.Unlock()
+	if err := w.Close(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	st := w.Stats()
+	if st.Written != 9 || st.Rejected != 1 || st.Queued != 0 || st.Dropped != 0 {
+		t.Errorf("stats %+v", st)
+	}
+	if n := countAll(t, s); n != 9 {
+		t.Errorf("%d stored, want 9", n)
+	}
+	accounted(t, st, 10)
 }
