@@ -185,3 +185,40 @@ func BenchmarkFrame(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTimerFloor1000 is the floor under BenchmarkSchedule1000Streams
+// on the same machine: 1,000 goroutines that do nothing but wait for
+// absolute due times 50 ms apart with the runtime's timers, and report how
+// late they woke. The simulator cannot be more punctual than this; on a
+// shared or virtual machine, noise from neighbours shows here first.
+func BenchmarkTimerFloor1000(b *testing.B) {
+	const (
+		goroutines = 1000
+		ticks      = 60
+		every      = 50 * time.Millisecond
+	)
+	late := make([]time.Duration, goroutines*ticks)
+	for b.Loop() {
+		var wg sync.WaitGroup
+		for g := range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t0 := time.Now().Add(time.Duration(g) * every / goroutines)
+				timer := time.NewTimer(0)
+				<-timer.C
+				for j := range ticks {
+					due := t0.Add(time.Duration(j+1) * every)
+					timer.Reset(time.Until(due))
+					<-timer.C
+					late[g*ticks+j] = time.Since(due)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	slices.Sort(late)
+	b.ReportMetric(float64(late[len(late)/2])/1e3, "p50-µs")
+	b.ReportMetric(float64(late[len(late)*99/100])/1e3, "p99-µs")
+	b.ReportMetric(float64(late[len(late)-1])/1e3, "max-µs")
+}
