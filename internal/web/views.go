@@ -1,0 +1,773 @@
+package web
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ttfx/ttfx/internal/api"
+	"github.com/ttfx/ttfx/internal/auth"
+	"github.com/ttfx/ttfx/internal/diagnose"
+	"github.com/ttfx/ttfx/internal/record"
+	"github.com/ttfx/ttfx/internal/store"
+	"github.com/ttfx/ttfx/internal/timeline"
+)
+
+//go:embed templates
+var templateFS embed.FS
+
+var templates = template.Must(template.New("").Funcs(template.FuncMap{
+	"ms":      ms,
+	"msPtr":   msPtr,
+	"num":     num,
+	"percent": percent,
+	"tps":     tps,
+	"group":   func(n int) string { return group(strconv.Itoa(n)) },
+	"spanMs":  func(s timeline.Span) string { return msOffset(s.Ms()) },
+	"offMs":   func(o timeline.Offset) string { return msOffset(o.Ms()) },
+	"inc":     func(i int) int { return i + 1 },
+	// val marks an absent value so that it reads as absent, not as a
+	// number.
+	"val": func(s string) template.HTML {
+		if s == "absent" || strings.HasPrefix(s, "absent ") {
+			return template.HTML(`<span class="absent">` + template.HTMLEscapeString(s) + `</span>`)
+		}
+		return template.HTML(template.HTMLEscapeString(s))
+	},
+}).ParseFS(templateFS, "templates/*.html"))
+
+// ttftDef is one of the four time-to-first-X definitions (seed note, "TTFT
+// has several practical meanings"); a chart always says which it shows.
+type ttftDef struct {
+	Field string // the §1 field
+	Name  string
+	Use   string // what it is good for
+}
+
+var ttftDefs = []ttftDef{
+	{"upstream_headers_ms", "Time to Headers", "network and admission"},
+	{"first_sse_event_ms", "Time to First Event", "transport liveness"},
+	{"first_response_ms", "Time to First Effective Response", "agents and reasoning"},
+	{"first_text_delta_ms", "Time to First Visible Text", "chat experience"},
+}
+
+func ttftFields() string {
+	var names []string
+	for _, d := range ttftDefs {
+		names = append(names, d.Field)
+	}
+	return strings.Join(names, ",")
+}
+
+// statsResp is the part of GET /api/stats the views read.
+type statsResp struct {
+	api.StatsResponse
+}
+
+// filtersData feeds the filter form of a view.
+type filtersData struct {
+	View       string
+	Q          viewQuery
+	Presets    []string
+	Models     []string
+	Channels   []string
+	Groups     []string
+	GroupFixed bool // a viewer: its group is the only one
+	Statuses   []string
+	Labels     []string
+	ShowLabel  bool
+}
+
+func (h *Handler) filters(view string, p auth.Principal, q viewQuery, models []string) filtersData {
+	fd := filtersData{View: view, Q: q, Presets: sincePresets, Statuses: record.Statuses, Models: models,
+		Groups: h.groups(p), GroupFixed: p.Role != auth.RoleAdmin}
+	for _, c := range h.visibleChannels(p) {
+		fd.Channels = append(fd.Channels, c.Name)
+	}
+	if q.Channel != "" && !slices.Contains(fd.Channels, q.Channel) {
+		fd.Channels = append(fd.Channels, q.Channel)
+	}
+	if q.SinceRaw != "" && !slices.Contains(fd.Presets, q.SinceRaw) {
+		fd.Presets = append(slices.Clone(fd.Presets), q.SinceRaw)
+	}
+	fd.Labels = append(slices.Clone(diagnose.RuleLabels), record.Statuses[1:]...)
+	return fd
+}
+
+// parallel runs fns at once and returns the first error. The views' store
+// queries are independent reads; SQLite serves them from its read pool
+// and PostgreSQL from its own, so a view costs the slowest query, not
+// their sum.
+func parallel(fns ...func() error) error {
+	errs := make([]error, len(fns))
+	var wg sync.WaitGroup
+	for i, fn := range fns {
+		wg.Go(func() { errs[i] = fn() })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func with(v url.Values, kv ...string) url.Values {
+	out := url.Values{}
+	for k, vs := range v {
+		out[k] = slices.Clone(vs)
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out.Set(kv[i], kv[i+1])
+	}
+	return out
+}
+
+// defRow is one line of the four-definitions table.
+type defRow struct {
+	ttftDef
+	Definition string
+	S          store.FieldSummary
+}
+
+// overviewData feeds the overview.
+type overviewData struct {
+	Filters      filtersData
+	Window       string
+	Count        int
+	Errors       int
+	Rate         string
+	Defs         []defRow
+	Series       []template.HTML
+	TPS          template.HTML
+	TPSDef       string
+	Statuses     template.HTML
+	Verdicts     template.HTML
+	NoVerdicts   bool
+	Method       string
+	Bucket       string
+	RequestsLink string
+}
+
+func (h *Handler) overview(r *http.Request, p auth.Principal, q viewQuery) ([]byte, error) {
+	ctx := r.Context()
+	filt := q.filter(false)
+	bucket := bucketFor(q.end().Sub(q.start()), 60)
+	var all, buckets, perModel statsResp
+	err := parallel(
+		func() error {
+			return h.call(ctx, r, "/api/stats", with(filt, "fields", ttftFields()+",visible_output_tps"), &all)
+		},
+		func() error {
+			return h.call(ctx, r, "/api/stats", with(filt, "fields", ttftFields(), "bucket", durText(bucket)), &buckets)
+		},
+		func() error {
+			return h.call(ctx, r, "/api/stats", with(filt, "fields", "visible_output_tps", "group_by", "model"), &perModel)
+		},
+	)
+	if err != nil {
+		return nil, err
+	}
+	var g store.Group
+	if len(all.Groups) > 0 {
+		g = all.Groups[0]
+	}
+	var models []string
+	for _, mg := range perModel.Groups {
+		models = append(models, mg.Key["model"])
+	}
+	d := overviewData{
+		Filters: h.filters("overview", p, q, models),
+		Window:  q.windowText(),
+		Count:   g.Count, Errors: g.Errors, Rate: percent(g.ErrorRate),
+		Method: all.PercentileMethod, Bucket: durText(bucket),
+		TPSDef:       all.Definitions["visible_output_tps"],
+		RequestsLink: q.link("requests"),
+	}
+	for _, def := range ttftDefs {
+		d.Defs = append(d.Defs, defRow{ttftDef: def, Definition: all.Definitions[def.Field], S: g.Fields[def.Field]})
+	}
+
+	// Time series: one chart per definition, p50 and p95 per bucket.
+	for _, def := range ttftDefs {
+		var p50, p95 []point
+		for _, bg := range buckets.Groups {
+			if bg.BucketStart == nil {
+				continue
+			}
+			fs := bg.Fields[def.Field]
+			p50 = append(p50, point{T: *bg.BucketStart, V: fs.P50, N: fs.Count})
+			p95 = append(p95, point{T: *bg.BucketStart, V: fs.P95, N: fs.Count})
+		}
+		c := timeChart{
+			Title: def.Name + " (" + def.Field + ")", Field: def.Field,
+			From: q.start(), To: q.end(), Bucket: bucket, Loc: q.TZ,
+			Series: []series{{Name: "p50", Class: "p50", Points: p50}, {Name: "p95", Class: "p95", Points: p95}},
+			Link: func(from, to time.Time) string {
+				return q.link("requests", "since", "", "from", from.UTC().Format(time.RFC3339), "to", to.UTC().Format(time.RFC3339))
+			},
+		}
+		d.Series = append(d.Series, c.SVG())
+	}
+
+	// Visible TPS: all requests, then the busiest models.
+	rows := []boxRow{{Label: "all requests", S: g.Fields["visible_output_tps"], Records: g.Count}}
+	mg := slices.Clone(perModel.Groups)
+	sort.SliceStable(mg, func(i, j int) bool { return mg[i].Count > mg[j].Count })
+	for i, m := range mg {
+		if i == 12 {
+			break
+		}
+		name := m.Key["model"]
+		if name == "" {
+			name = "(no model)"
+		}
+		rows = append(rows, boxRow{Label: name, S: m.Fields["visible_output_tps"], Records: m.Count})
+	}
+	d.TPS = boxPlot(rows, "visible output tokens per second (tok/s)", "visible_output_tps")
+
+	// Statuses, ok first then by count.
+	var sb []bar
+	for st, n := range g.Statuses {
+		cls := "err"
+		if st == record.StatusOK {
+			cls = "ok"
+		}
+		sb = append(sb, bar{Label: st, Value: n, Class: cls, Link: q.link("requests", "status", st)})
+	}
+	sort.Slice(sb, func(i, j int) bool {
+		if (sb[i].Label == record.StatusOK) != (sb[j].Label == record.StatusOK) {
+			return sb[i].Label == record.StatusOK
+		}
+		if sb[i].Value != sb[j].Value {
+			return sb[i].Value > sb[j].Value
+		}
+		return sb[i].Label < sb[j].Label
+	})
+	if len(sb) == 0 {
+		sb = append(sb, bar{Label: "no requests", Class: "none"})
+	}
+	d.Statuses = hbars(sb, "requests", "statuses")
+
+	var vb []bar
+	for label, lc := range g.Labels {
+		vb = append(vb, bar{Label: label, Value: lc.Count, Primary: lc.Primary, Class: "verdict", Link: q.link("requests", "label", label)})
+	}
+	sort.Slice(vb, func(i, j int) bool {
+		if vb[i].Value != vb[j].Value {
+			return vb[i].Value > vb[j].Value
+		}
+		return vb[i].Label < vb[j].Label
+	})
+	if len(vb) > 10 {
+		vb = vb[:10]
+	}
+	d.NoVerdicts = len(vb) == 0
+	if !d.NoVerdicts {
+		d.Verdicts = hbars(vb, "requests carrying the verdict (dark: as the primary verdict)", "verdicts")
+	}
+	return render("overview", d)
+}
+
+// reqRow is one line of the request list.
+type reqRow struct {
+	ID        string
+	Link      string
+	Time      string
+	Date      string
+	Model     string
+	Channel   string
+	Group     string
+	Status    string
+	OK        bool
+	Verdict   string
+	More      int // further verdicts
+	Waterfall template.HTML
+	FirstText string
+	Total     string
+}
+
+// requestsData feeds the request list.
+type requestsData struct {
+	Filters filtersData
+	Window  string
+	Rows    []reqRow
+	Scale   string
+	Next    string // link to the next (older) page; "" on the last
+	First   string // link to the newest page; "" on it
+	Live    bool
+	Limit   int
+	Legend  []legendItem
+}
+
+type legendItem struct{ Class, Text string }
+
+var waterfallLegend = []legendItem{
+	{"seg-t1", "local"}, {"seg-t2", "to headers"}, {"seg-t3", "to first event"},
+	{"seg-t4", "to first response"}, {"seg-t5", "response → text"}, {"seg-t6", "generation"}, {"seg-t7", "tail"},
+}
+
+func (h *Handler) requests(r *http.Request, p auth.Principal, q viewQuery) ([]byte, error) {
+	v := q.filter(true)
+	v.Set("limit", strconv.Itoa(q.Limit))
+	if q.Cursor != "" {
+		v.Set("cursor", q.Cursor)
+	}
+	var list api.ListResponse
+	if err := h.call(r.Context(), r, "/api/requests", v, &list); err != nil {
+		return nil, err
+	}
+	scale := 1.0
+	for i := range list.Requests {
+		scale = math.Max(scale, endMs(&list.Requests[i]))
+	}
+	scale = waterfallScale(scale)
+	d := requestsData{Filters: h.filters("requests", p, q, nil), Window: q.windowText(), Live: q.Cursor == "",
+		Limit: q.Limit, Legend: waterfallLegend, Scale: ms(scale)}
+	d.Filters.ShowLabel = true
+	for i := range list.Requests {
+		rec := &list.Requests[i]
+		row := reqRow{
+			ID: rec.RequestID, Link: "#/request/" + url.PathEscape(rec.RequestID),
+			Time: rec.Timestamp.In(q.TZ).Format("15:04:05"), Date: rec.Timestamp.In(q.TZ).Format("2006-01-02 15:04:05.000 ") + q.TZ.String(),
+			Model: rec.Model, Channel: rec.Channel, Group: rec.Group, Status: rec.Status, OK: rec.Status == record.StatusOK,
+			Waterfall: miniWaterfall(rec, scale),
+			FirstText: msOffset(rec.FirstTextDeltaMs.Ms()), Total: msOffset(rec.TotalHandlerMs.Ms()),
+		}
+		if len(rec.Diagnosis) > 0 {
+			row.Verdict, row.More = rec.Diagnosis[0], len(rec.Diagnosis)-1
+		}
+		d.Rows = append(d.Rows, row)
+	}
+	if list.NextCursor != nil {
+		d.Next = q.link("requests", "cursor", *list.NextCursor)
+	}
+	if q.Cursor != "" {
+		d.First = q.link("requests")
+	}
+	return render("requests", d)
+}
+
+func msOffset(v float64, ok bool) string {
+	if !ok {
+		return "absent"
+	}
+	return ms(v)
+}
+
+// diagnosisResp is GET /api/requests/{id}/diagnosis, read loosely: the
+// views show what it has.
+type diagnosisResp struct {
+	RequestID string `json:"request_id"`
+	Verdicts  []struct {
+		Label   string `json:"label"`
+		Primary bool   `json:"primary"`
+		Symptom string `json:"symptom"`
+		Check   string `json:"check"`
+		NotHelp string `json:"not_help"`
+		Finding *struct {
+			Value     float64 `json:"value"`
+			Threshold float64 `json:"threshold"`
+			Unit      string  `json:"unit"`
+			Rule      string  `json:"rule"`
+		} `json:"finding"`
+	} `json:"verdicts"`
+	Context map[string]any `json:"context"`
+}
+
+// verdictCard is one verdict of a request, in order.
+type verdictCard struct {
+	Label   string
+	Primary bool
+	Symptom string
+	Check   string
+	NotHelp string
+	Finding string
+	Rule    string
+}
+
+// kv is a line of a context table.
+type kv struct{ Key, Value string }
+
+// compareRow sets a field of this request beside its channel and model.
+type compareRow struct {
+	Name, Field string
+	This        string
+	P50, P95    string
+	Count       int
+	OverP95     bool
+}
+
+// detailData feeds the request detail.
+type detailData struct {
+	R             record.Record
+	Back          string
+	Time          string
+	Rows          []wfRow
+	Scale         float64
+	Axis          template.HTML
+	Marks         []markRow
+	Events        template.HTML
+	Verdicts      []verdictCard
+	Context       []kv
+	Compare       []compareRow
+	CompareWindow string
+	CompareLink   string
+	FromAPI       bool // the verdicts and context came from the diagnosis endpoint
+	TPS           string
+	ITL           string
+	Tokens        []kv
+	Lag           string
+}
+
+type markRow struct{ Key, Name, Field, Value string }
+
+func (h *Handler) request(r *http.Request, p auth.Principal, q viewQuery) ([]byte, error) {
+	id := r.PathValue("id")
+	ctx := r.Context()
+	var rec record.Record
+	if err := h.call(ctx, r, "/api/requests/"+url.PathEscape(id), nil, &rec); err != nil {
+		return nil, err
+	}
+	d := detailData{R: rec, Back: q.link("requests"), Time: rec.Timestamp.In(q.TZ).Format("2006-01-02 15:04:05.000 ") + q.TZ.String()}
+	d.Rows, d.Scale = detailRows(&rec)
+	d.Axis = msAxis(d.Scale)
+	fieldOf := map[string]string{"t1": "upstream_start_ms", "t2": "upstream_headers_at_ms", "t3": "first_sse_event_ms",
+		"t4": "first_response_ms", "t5": "first_text_delta_ms", "t6": "upstream_done_ms", "t7": "total_handler_ms"}
+	d.Marks = append(d.Marks, markRow{"t0", "gateway receives the request", "", "0 ms (origin)"})
+	for _, m := range marks(&rec) {
+		v := "absent"
+		if m.OK {
+			v = ms(m.At)
+		}
+		d.Marks = append(d.Marks, markRow{m.Key, m.Name, fieldOf[m.Key], v})
+	}
+	d.Marks = append(d.Marks, markRow{"", "first visible text sent to the client", "first_text_sent_ms", msOffset(rec.FirstTextSentMs.Ms())})
+	if v, ok := rec.VisibleOutputTPS.Get(); ok {
+		d.TPS = tps(v)
+	} else {
+		d.TPS = "absent"
+	}
+	d.ITL = msOffset(rec.InterTokenLatencyMs.Ms())
+	d.Lag = msOffset(rec.RelayLag().Ms())
+	tok := func(p *int) string {
+		if p == nil {
+			return "unknown"
+		}
+		return group(strconv.Itoa(*p))
+	}
+	src := rec.Tokens.Source
+	switch src {
+	case record.TokensUsage:
+		src = "usage — reported by the provider"
+	case record.TokensEstimate:
+		src = "estimate — counted with the o200k_base tokenizer over the visible text"
+	case "":
+		src = "none — nothing was counted"
+	}
+	d.Tokens = []kv{{"input", tok(rec.Tokens.Input)}, {"output", tok(rec.Tokens.Output)},
+		{"reasoning", tok(rec.Tokens.Reasoning)}, {"visible", tok(rec.Tokens.Visible)}, {"source", src}}
+	ev := rec.Events
+	d.Events = hbars([]bar{
+		{Label: "heartbeat", Value: ev.Heartbeat, Class: "k-heartbeat"}, {Label: "metadata", Value: ev.Metadata, Class: "k-metadata"},
+		{Label: "reasoning", Value: ev.Reasoning, Class: "k-reasoning"}, {Label: "tool", Value: ev.Tool, Class: "k-tool"},
+		{Label: "text", Value: ev.Text, Class: "k-text"}, {Label: "done", Value: ev.Done, Class: "k-done"},
+		{Label: "error", Value: ev.Error, Class: "k-error"}, {Label: "unknown", Value: ev.Unknown, Class: "k-unknown"},
+	}, "events", "events")
+
+	// Verdicts: from the diagnosis endpoint when the gateway has it, else
+	// from the record's labels with the diagnosis package's advice.
+	var diag diagnosisResp
+	err := h.call(ctx, r, "/api/requests/"+url.PathEscape(id)+"/diagnosis", nil, &diag)
+	var ae *apiError
+	switch {
+	case err == nil:
+		d.FromAPI = true
+		for _, v := range diag.Verdicts {
+			c := verdictCard{Label: v.Label, Primary: v.Primary, Symptom: v.Symptom, Check: v.Check, NotHelp: v.NotHelp}
+			if v.Finding != nil {
+				c.Finding = findingText(v.Finding.Value, v.Finding.Threshold, v.Finding.Unit)
+				c.Rule = v.Finding.Rule
+			}
+			d.Verdicts = append(d.Verdicts, c)
+		}
+		d.Context = flatten("", diag.Context, 0)
+	case asAPIError(err, &ae) && ae.Code == http.StatusNotFound:
+		d.Verdicts = h.localVerdicts(rec)
+	default:
+		return nil, err
+	}
+	if err := h.compare(ctx, r, q, &d); err != nil {
+		return nil, err
+	}
+	return render("request", d)
+}
+
+func findingText(v, th float64, unit string) string {
+	if unit == "ms" {
+		return fmt.Sprintf("%s against a threshold of %s", ms(v), ms(th))
+	}
+	return fmt.Sprintf("%s %s against a threshold of %s %s", num(v), unit, num(th), unit)
+}
+
+// localVerdicts are the verdicts of a record's labels, in order, with the
+// advice and the fired rules' values when the thresholds are known.
+func (h *Handler) localVerdicts(rec record.Record) []verdictCard {
+	findings := map[string]diagnose.Finding{}
+	if h.opts.Rules != nil {
+		for _, f := range h.opts.Rules.Findings(rec) {
+			findings[f.Label] = f
+		}
+	}
+	var out []verdictCard
+	for i, label := range rec.Diagnosis {
+		a := diagnose.Advise(label)
+		c := verdictCard{Label: label, Primary: i == 0, Symptom: a.Symptom, Check: a.Check, NotHelp: a.NotHelp}
+		if f, ok := findings[label]; ok {
+			c.Finding, c.Rule = findingText(f.Value, f.Threshold, f.Unit), f.Rule
+		} else if def, ok := diagnose.Definitions()[label]; ok {
+			c.Rule = def
+		}
+		if label == rec.Status && rec.Error != "" {
+			c.Finding = rec.Error
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// compareWindow is how far either side of a request its channel and model
+// are summarised, to tell a slow request from a slow channel (SPEC.md §4).
+const compareWindow = 30 * time.Minute
+
+// compare sets this request's fields beside the p50/p95 of the same
+// channel and model around its time.
+func (h *Handler) compare(ctx context.Context, r *http.Request, q viewQuery, d *detailData) error {
+	rec := &d.R
+	from, to := rec.Timestamp.Add(-compareWindow), rec.Timestamp.Add(compareWindow)
+	v := url.Values{"from": {from.UTC().Format(time.RFC3339Nano)}, "to": {to.UTC().Format(time.RFC3339Nano)},
+		"fields": {ttftFields() + ",total_handler_ms,visible_output_tps"}}
+	if rec.Channel != "" {
+		v.Set("channel", rec.Channel)
+	}
+	if rec.Model != "" {
+		v.Set("model", rec.Model)
+	}
+	var st statsResp
+	if err := h.call(ctx, r, "/api/stats", v, &st); err != nil {
+		return err
+	}
+	var g store.Group
+	if len(st.Groups) > 0 {
+		g = st.Groups[0]
+	}
+	d.CompareWindow = fmt.Sprintf("%d requests on %s for %s within ±%d min of this one", g.Count, orNone(rec.Channel), orNone(rec.Model), int(compareWindow.Minutes()))
+	d.CompareLink = q.link("requests", "since", "", "from", from.UTC().Format(time.RFC3339), "to", to.UTC().Format(time.RFC3339),
+		"channel", rec.Channel, "model", rec.Model, "status", "", "group", "", "label", "")
+	type fv struct {
+		name, field string
+		v           float64
+		ok          bool
+		rate        bool
+	}
+	val := func(name, field string, o interface{ Ms() (float64, bool) }) fv {
+		x, ok := o.Ms()
+		return fv{name, field, x, ok, false}
+	}
+	vs := []fv{
+		val("Time to Headers", "upstream_headers_ms", rec.UpstreamHeadersMs),
+		val("Time to First Event", "first_sse_event_ms", rec.FirstSSEEventMs),
+		val("Time to First Effective Response", "first_response_ms", rec.FirstResponseMs),
+		val("Time to First Visible Text", "first_text_delta_ms", rec.FirstTextDeltaMs),
+		val("Total handler time", "total_handler_ms", rec.TotalHandlerMs),
+	}
+	t, ok := rec.VisibleOutputTPS.Get()
+	vs = append(vs, fv{"Visible output TPS", "visible_output_tps", t, ok, true})
+	for _, x := range vs {
+		fs := g.Fields[x.field]
+		format := msPtr
+		this := msOffset(x.v, x.ok)
+		if x.rate {
+			format = func(p *float64) string {
+				if p == nil {
+					return "absent"
+				}
+				return tps(*p)
+			}
+			this = "absent"
+			if x.ok {
+				this = tps(x.v)
+			}
+		}
+		row := compareRow{Name: x.name, Field: x.field, This: this, P50: format(fs.P50), P95: format(fs.P95), Count: fs.Count}
+		// Slower than the p95 of its peers: a slow request, not (only) a
+		// slow channel. Rates are lower-is-slower and have no low
+		// percentile here, so they are not flagged.
+		if !x.rate && x.ok && fs.P95 != nil && fs.Count >= 2 {
+			row.OverP95 = x.v > *fs.P95
+		}
+		d.Compare = append(d.Compare, row)
+	}
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// flatten turns the diagnosis context into lines, whatever its shape:
+// nested objects become dotted keys; an object with p50/p95 becomes one
+// line.
+func flatten(prefix string, m map[string]any, depth int) []kv {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []kv
+	for _, k := range keys {
+		name := k
+		if prefix != "" {
+			name = prefix + "." + k
+		}
+		switch v := m[k].(type) {
+		case map[string]any:
+			if _, ok := v["p50"]; ok || depth >= 3 {
+				out = append(out, kv{name, compact(v)})
+				continue
+			}
+			out = append(out, flatten(name, v, depth+1)...)
+		default:
+			out = append(out, kv{name, scalar(v)})
+		}
+	}
+	return out
+}
+
+func scalar(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "absent"
+	case string:
+		return x
+	case bool:
+		if x {
+			return "yes"
+		}
+		return "no"
+	case float64:
+		return num(x)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func compact(m map[string]any) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	order := map[string]int{"value": 0, "count": 1, "p50": 2, "p90": 3, "p95": 4, "p99": 5}
+	sort.Slice(keys, func(i, j int) bool {
+		oi, iok := order[keys[i]]
+		oj, jok := order[keys[j]]
+		if iok != jok {
+			return iok
+		}
+		if iok {
+			return oi < oj
+		}
+		return keys[i] < keys[j]
+	})
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, k+" "+scalar(m[k]))
+	}
+	return strings.Join(parts, " · ")
+}
+
+// channelRow is one channel and model of the Channels view.
+type channelRow struct {
+	Channel, Model string
+	Count          int
+	ErrorRate      string
+	Errors         int
+	Cells          []channelCell
+	Inflight       string
+	Link           string
+}
+
+type channelCell struct {
+	P50, P95 string
+	Worst    bool // the highest p95 of its column (of two or more rows)
+	Count    int
+}
+
+// channelsData feeds the Channels view.
+type channelsData struct {
+	Filters  filtersData
+	Window   string
+	Defs     []ttftDef
+	Rows     []channelRow
+	Channels []Channel
+	Method   string
+}
+
+func (h *Handler) channels(r *http.Request, p auth.Principal, q viewQuery) ([]byte, error) {
+	var st statsResp
+	v := with(q.filter(false), "fields", ttftFields(), "group_by", "channel,model")
+	if err := h.call(r.Context(), r, "/api/stats", v, &st); err != nil {
+		return nil, err
+	}
+	chans := h.visibleChannels(p)
+	inflight := map[string]int64{}
+	for _, c := range chans {
+		inflight[c.Name] = c.Inflight
+	}
+	d := channelsData{Filters: h.filters("channels", p, q, nil), Window: q.windowText(), Defs: ttftDefs, Channels: chans,
+		Method: st.PercentileMethod}
+	worst := make([]float64, len(ttftDefs))
+	for _, g := range st.Groups {
+		row := channelRow{Channel: g.Key["channel"], Model: g.Key["model"], Count: g.Count, Errors: g.Errors,
+			ErrorRate: percent(g.ErrorRate), Inflight: "not configured",
+			Link: q.link("requests", "channel", g.Key["channel"], "model", g.Key["model"])}
+		if n, ok := inflight[row.Channel]; ok {
+			row.Inflight = strconv.FormatInt(n, 10)
+		} else if row.Channel == "" {
+			row.Inflight = "—"
+		}
+		for i, def := range ttftDefs {
+			fs := g.Fields[def.Field]
+			row.Cells = append(row.Cells, channelCell{P50: msPtr(fs.P50), P95: msPtr(fs.P95), Count: fs.Count})
+			if fs.P95 != nil {
+				worst[i] = math.Max(worst[i], *fs.P95)
+			}
+		}
+		d.Rows = append(d.Rows, row)
+	}
+	if len(d.Rows) > 1 {
+		for ri, g := range st.Groups {
+			for i, def := range ttftDefs {
+				if p95 := g.Fields[def.Field].P95; p95 != nil && *p95 == worst[i] && worst[i] > 0 {
+					d.Rows[ri].Cells[i].Worst = true
+				}
+			}
+		}
+	}
+	return render("channels", d)
+}
