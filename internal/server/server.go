@@ -158,6 +158,7 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	})
 	s.api = api.New(api.Options{Store: s.store, Writer: s.writer, Resolve: api.KeyringResolver(s.keys), Log: s.log})
 	s.api.Register(mux)
+	s.registerDiagnosis(mux)
 	if err := s.setupWeb(mux); err != nil {
 		return nil, err
 	}

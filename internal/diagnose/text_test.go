@@ -1,0 +1,42 @@
+package diagnose
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/ttfx/ttfx/internal/config"
+	"github.com/ttfx/ttfx/internal/record"
+)
+
+func TestWriteText(t *testing.T) {
+	r := New(config.Diagnosis{})
+	rc := rec(1, 241, 250, 2900, 8700, 10199, 10200, 55, 83)
+	rc.RequestID, rc.API, rc.Model, rc.Channel = "req_b", "openai.chat", "trace-b", "sim-openai"
+	rc.Attempts = []record.Attempt{{Channel: "sim-openai", UpstreamStartMs: rc.UpstreamStartMs, UpstreamHeadersMs: rc.UpstreamHeadersMs, UpstreamHeadersAtMs: rc.UpstreamHeadersAtMs, Status: "ok", HTTPStatus: 200}}
+	r.Diagnose(&rc)
+	rep := Report{RequestID: rc.RequestID}
+	for i, l := range rc.Diagnosis {
+		rep.Verdicts = append(rep.Verdicts, Verdict{Label: l, Primary: i == 0, Advice: Advise(l)})
+	}
+	var b bytes.Buffer
+	if err := WriteText(&b, rc, rep); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"attempt 1 sim-openai", "→ first text (t5)", "1. response_to_text_gap  (primary)",
+		"raising the header timeout", "t5 first visible text         8700.0", "visible output 55.0 tokens/s",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// An absent mark prints as absent, never as 0.
+	rc.FirstTextDeltaMs = rc.FirstTextSentMs
+	b.Reset()
+	WriteText(&b, rc, rep)
+	if !strings.Contains(b.String(), "t5 first visible text         -") {
+		t.Errorf("absent t5 not shown as absent:\n%s", b.String())
+	}
+}
