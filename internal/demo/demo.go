@@ -1,0 +1,267 @@
+// Package demo runs `ttfx demo`: a zero-config gateway and simulator in
+// this process, the seed's three traces and a short mixed load through it,
+// and a table of what the gateway recorded and diagnosed.
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ttfx/ttfx/internal/api"
+	"github.com/ttfx/ttfx/internal/auth"
+	"github.com/ttfx/ttfx/internal/diagnose"
+	"github.com/ttfx/ttfx/internal/record"
+	"github.com/ttfx/ttfx/internal/server"
+	"github.com/ttfx/ttfx/internal/timeline"
+)
+
+// Options configure a demo run.
+type Options struct {
+	Dir    string // where ttfx.db and ttfx.keys.json live; "" = working directory
+	Listen string // gateway address; "" = 127.0.0.1:8080, or any free port if that is taken
+	Stay   bool   // keep serving after the traffic until ctx ends
+	Out    io.Writer
+	Logger *slog.Logger
+}
+
+// Trace is one of the seed's traces with what SPEC.md §4 says of it.
+type Trace struct {
+	Model                                         string
+	Headers, FirstResponse, FirstText, Total, TPS float64
+	Verdict                                       string
+}
+
+// Traces are SPEC.md §4's acceptance table.
+var Traces = []Trace{
+	{"trace-a", 6100, 6350, 6400, 9200, 42, diagnose.UpstreamHeadersSlow},
+	{"trace-b", 240, 2900, 8700, 10200, 55, diagnose.ResponseToTextGap},
+	{"trace-c", 260, 420, 430, 20430, 9.8, diagnose.GenerationSlow},
+}
+
+// mixed is the short mixed load: text, reasoning and tool calls over the
+// four APIs, and a few faults.
+var mixed = []call{
+	{"chat", "fast"}, {"responses", "fast"}, {"anthropic", "fast"}, {"gemini", "fast"},
+	{"chat", "reasoning"}, {"anthropic", "reasoning"}, {"gemini", "reasoning"},
+	{"chat", "tool-call"}, {"responses", "tool-call"}, {"anthropic", "tool-call"},
+	{"chat", "fast"}, {"chat", "fast"}, {"anthropic", "fast"}, {"gemini", "fast"},
+	{"chat", "truncate"}, {"anthropic", "error-event"}, {"chat", "flaky"},
+	{"chat", "status-503"}, {"gemini", "status-429"}, {"chat", "stall"},
+	{"chat", "metadata-only"},
+}
+
+// Run runs the demo. It returns an error when the gateway could not start
+// or when a trace did not come out as SPEC.md §4 says.
+func Run(ctx context.Context, opts Options) error {
+	out := opts.Out
+	if out == nil {
+		out = io.Discard
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	demoKey := auth.NewKey("ttfx-demo-")
+	clientKey := auth.NewKey("ttfx-demo-client-")
+	listen := opts.Listen
+	if listen == "" {
+		listen = "127.0.0.1:8080"
+	}
+	sopts := server.Options{
+		Dir: opts.Dir, Listen: listen, Logger: log,
+		ExtraKeys: []server.Generated{
+			{Name: "demo", Role: auth.RoleAdmin, Secret: demoKey},
+			{Name: "demo-client", Role: auth.RoleClient, Group: "demo", Secret: clientKey},
+		},
+	}
+	srv, err := server.New(ctx, sopts)
+	if err != nil && opts.Listen == "" {
+		// 8080 is taken (a `ttfx serve` perhaps): any free port will do.
+		sopts.Listen = "127.0.0.1:0"
+		srv, err = server.New(ctx, sopts)
+	}
+	if err != nil {
+		return err
+	}
+	serveCtx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(serveCtx) }()
+	defer func() {
+		stop()
+		<-served
+	}()
+
+	fmt.Fprintf(out, "ttfx demo: gateway %s, simulator %s, store %s\n", srv.URL(), srv.SimURL(), "ttfx.db")
+	fmt.Fprintf(out, "sending traces A, B, C and a mixed load of %d requests (about 21 s: trace C generates for 20 s)...\n\n", len(mixed))
+	start := time.Now()
+	cl := &client{base: srv.URL(), key: clientKey}
+	var wg sync.WaitGroup
+	traceIDs := make([]string, len(Traces))
+	traceErrs := make([]error, len(Traces))
+	for i, tr := range Traces {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			traceIDs[i], traceErrs[i] = cl.do(ctx, call{"chat", tr.Model})
+		}()
+	}
+	mixedIDs := make([]string, len(mixed))
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// A few at a time, so that the inflight counts mean something.
+		sem := make(chan struct{}, 4)
+		var mwg sync.WaitGroup
+		for i, c := range mixed {
+			sem <- struct{}{}
+			mwg.Add(1)
+			go func() {
+				defer func() { <-sem; mwg.Done() }()
+				mixedIDs[i], _ = cl.do(ctx, c)
+			}()
+		}
+		mwg.Wait()
+	}()
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ac := &api.Client{BaseURL: srv.URL(), Key: demoKey}
+	var failed []string
+	recs := make([]record.Record, len(Traces))
+	for i, id := range traceIDs {
+		if traceErrs[i] != nil {
+			return fmt.Errorf("%s: %w", Traces[i].Model, traceErrs[i])
+		}
+		if recs[i], err = fetch(ctx, ac, id); err != nil {
+			return err
+		}
+	}
+	writeTraces(out, recs)
+	for i, r := range recs {
+		if len(r.Diagnosis) == 0 || r.Diagnosis[0] != Traces[i].Verdict {
+			failed = append(failed, fmt.Sprintf("%s: verdict %v, want %s", Traces[i].Model, r.Diagnosis, Traces[i].Verdict))
+		}
+	}
+	var mixedRecs []record.Record
+	for _, id := range mixedIDs {
+		if id == "" {
+			continue
+		}
+		if r, err := fetch(ctx, ac, id); err == nil {
+			mixedRecs = append(mixedRecs, r)
+		}
+	}
+	fmt.Fprintln(out)
+	writeMixed(out, mixedRecs)
+	fmt.Fprintf(out, "\ndone in %.1f s\n\n", time.Since(start).Seconds())
+
+	fmt.Fprintln(out, "where to look next:")
+	fmt.Fprintf(out, "  ttfx diagnose --url %s --key %s %s   # trace B, stage by stage\n", srv.URL(), demoKey, traceIDs[1])
+	fmt.Fprintf(out, "  curl -H 'Authorization: Bearer %s' %s/api/requests?label=generation_slow\n", demoKey, srv.URL())
+	fmt.Fprintf(out, "  curl -H 'Authorization: Bearer %s' '%s/api/stats?group_by=model'\n", demoKey, srv.URL())
+	fmt.Fprintf(out, "  curl %s/metrics\n", srv.URL())
+	fmt.Fprintf(out, "  dashboard: %s/ui/  (log in with %s)\n", srv.URL(), demoKey)
+	if opts.Stay {
+		fmt.Fprintln(out, "\nthe demo gateway keeps serving until you press Ctrl-C")
+	} else {
+		fmt.Fprintln(out, "\nthe demo gateway stops now; `ttfx demo --stay` keeps it serving, and `ttfx serve` serves the same records (ttfx.db, same keys) on 127.0.0.1:8080")
+	}
+	if len(failed) > 0 {
+		return errors.New("the seed's traces did not come out as SPEC §4 says: " + strings.Join(failed, "; "))
+	}
+	if opts.Stay {
+		<-ctx.Done()
+	}
+	return nil
+}
+
+// fetch reads a record back through the API, waiting for the writer.
+func fetch(ctx context.Context, ac *api.Client, id string) (record.Record, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, err := ac.Request(ctx, id)
+		var ae *api.APIError
+		if err == nil || !errors.As(err, &ae) || ae.Status != http.StatusNotFound || time.Now().After(deadline) {
+			return r, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func writeTraces(w io.Writer, recs []record.Record) {
+	fmt.Fprintln(w, "the seed's traces through the gateway (SPEC §4), measured vs expected:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "trace\tupstream_headers_ms\tfirst_response_ms\tfirst_text_delta_ms\ttotal_handler_ms\tvisible_output_tps\tprimary verdict\t")
+	for i, r := range recs {
+		tr := Traces[i]
+		verdict := "-"
+		if len(r.Diagnosis) > 0 {
+			verdict = r.Diagnosis[0]
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", tr.Model,
+			vs(r.UpstreamHeadersMs, tr.Headers), vs(r.FirstResponseMs, tr.FirstResponse), vs(r.FirstTextDeltaMs, tr.FirstText),
+			vs(r.TotalHandlerMs, tr.Total), tps(r.VisibleOutputTPS, tr.TPS), verdict)
+	}
+	tw.Flush()
+}
+
+func vs(v interface{ Ms() (float64, bool) }, want float64) string {
+	got, ok := v.Ms()
+	if !ok {
+		return fmt.Sprintf("- (%g)", want)
+	}
+	return fmt.Sprintf("%.0f (%g)", got, want)
+}
+
+func tps(r timeline.Rate, want float64) string {
+	v, ok := r.Get()
+	if !ok {
+		return fmt.Sprintf("- (%g)", want)
+	}
+	return fmt.Sprintf("%.1f (%g)", v, want)
+}
+
+func writeMixed(w io.Writer, recs []record.Record) {
+	fmt.Fprintf(w, "mixed load: %d requests\n", len(recs))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "api\tmodel\tstatus\theaders\tfirst response\tfirst text\ttotal\ttps\tverdicts")
+	sort.SliceStable(recs, func(i, j int) bool { return recs[i].Model < recs[j].Model })
+	statuses := map[string]int{}
+	for _, r := range recs {
+		statuses[r.Status]++
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.API, r.Model, r.Status,
+			msOrDash(r.UpstreamHeadersMs), msOrDash(r.FirstResponseMs), msOrDash(r.FirstTextDeltaMs), msOrDash(r.TotalHandlerMs),
+			r.VisibleOutputTPS, strings.Join(r.Diagnosis, ","))
+	}
+	tw.Flush()
+	var keys []string
+	for k := range statuses {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, statuses[k]))
+	}
+	fmt.Fprintf(w, "by terminal status: %s   (absent marks print as -, never 0)\n", strings.Join(parts, ", "))
+}
+
+func msOrDash(v interface{ Ms() (float64, bool) }) string {
+	f, ok := v.Ms()
+	if !ok {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f ms", math.Round(f))
+}
