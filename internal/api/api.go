@@ -220,9 +220,20 @@ func scope(w http.ResponseWriter, p auth.Principal, f *store.Filter) (ok, empty 
 
 // ListResponse is the answer of GET /api/requests.
 type ListResponse struct {
-	Requests   []record.Record `json:"requests"`    // newest first
-	NextCursor *string         `json:"next_cursor"` // pass as cursor= for the next page; null on the last
+	Requests    []record.Record   `json:"requests"`    // newest first
+	NextCursor  *string           `json:"next_cursor"` // pass as cursor= for the next page; null on the last
+	Definitions map[string]string `json:"definitions"` // what each timing field of a record measures
 }
+
+// fieldDefinitions are the definitions of the timing fields, for answers
+// that carry records.
+var fieldDefinitions = func() map[string]string {
+	m := map[string]string{}
+	for _, f := range store.StatFields {
+		m[f.Name] = f.Definition
+	}
+	return m
+}()
 
 func (h *Handler) list(w http.ResponseWriter, r *http.Request, p auth.Principal) {
 	f, err := parseList(r.URL.Query(), h.opts.Now())
@@ -234,7 +245,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, p auth.Principal)
 	if !ok {
 		return
 	}
-	resp := ListResponse{Requests: []record.Record{}}
+	resp := ListResponse{Requests: []record.Record{}, Definitions: fieldDefinitions}
 	if !empty {
 		ctx, cancel := context.WithTimeout(r.Context(), h.opts.Timeout)
 		defer cancel()

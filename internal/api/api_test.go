@@ -356,6 +356,9 @@ func TestListPagination(t *testing.T) {
 		for _, r := range l.Requests {
 			got = append(got, r.RequestID)
 		}
+		if l.Definitions["first_text_delta_ms"] == "" {
+			t.Errorf("list answer does not define its fields: %v", l.Definitions)
+		}
 		if l.NextCursor == nil {
 			if !strings.Contains(string(a.body), `"next_cursor":null`) {
 				t.Errorf("last page: %s", a.body)

@@ -37,6 +37,9 @@ type dialect struct {
 	// costs a linear search of those seen before: a 650-row insert took 2 s
 	// to parse with $N, 22 ms with ?). Both write the same rows.
 	arrays bool
+	// planTime: Stats chooses between the time index and a table scan
+	// itself (see wideWindow) because the engine's planner cannot.
+	planTime bool
 }
 
 var (
@@ -44,7 +47,8 @@ var (
 		name: "sqlite",
 		// A read transaction in WAL mode is a snapshot already; SQLite
 		// has no isolation levels to ask for.
-		readTx: &sql.TxOptions{ReadOnly: true},
+		readTx:   &sql.TxOptions{ReadOnly: true},
+		planTime: true,
 	}
 	postgresDialect = dialect{
 		name: "postgres",

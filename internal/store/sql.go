@@ -434,6 +434,9 @@ func (s *sqlStore) attach(ctx context.Context, q querier, recs []record.Record) 
 type builder struct {
 	conds []string
 	args  []any
+	// scanTime writes the time range as +r.timestamp_ns, which keeps
+	// SQLite from reading it through the time index (see wideWindow).
+	scanTime bool
 }
 
 // arg adds an argument and returns its placeholder.
@@ -453,11 +456,15 @@ func (b *builder) where() string {
 
 // match adds the conditions of f over the alias r.
 func (b *builder) match(f *Filter) {
+	ts := "r.timestamp_ns"
+	if b.scanTime {
+		ts = "+r.timestamp_ns"
+	}
 	if !f.From.IsZero() {
-		b.cond("r.timestamp_ns >= " + b.arg(f.From.UnixNano()))
+		b.cond(ts + " >= " + b.arg(f.From.UnixNano()))
 	}
 	if !f.To.IsZero() {
-		b.cond("r.timestamp_ns < " + b.arg(f.To.UnixNano()))
+		b.cond(ts + " < " + b.arg(f.To.UnixNano()))
 	}
 	eq := func(col, v string) {
 		if v != "" {

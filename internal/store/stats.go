@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math"
 	"math/bits"
@@ -330,14 +331,14 @@ func (s *sqlStore) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
 	for _, c := range raw {
 		sel = append(sel, "r."+c)
 	}
-	var b builder
-	b.match(&q.Filter)
-
 	tx, err := s.read.BeginTx(ctx, s.d.readTx)
 	if err != nil {
 		return Stats{}, fmt.Errorf("stats: %w", err)
 	}
 	defer tx.Rollback()
+
+	b := builder{scanTime: s.d.planTime && wideWindow(ctx, tx, &q.Filter)}
+	b.match(&q.Filter)
 
 	rows, err := tx.QueryContext(ctx, "SELECT "+strings.Join(sel, ", ")+" FROM requests r"+b.where(), b.args...)
 	if err != nil {
@@ -416,7 +417,7 @@ func (s *sqlStore) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
 		return Stats{}, fmt.Errorf("stats: %w", err)
 	}
 
-	if err := s.countLabels(ctx, tx, &q, dimCols, cells); err != nil {
+	if err := s.countLabels(ctx, tx, &q, dimCols, cells, b.scanTime); err != nil {
 		return Stats{}, err
 	}
 
@@ -453,6 +454,33 @@ func (s *sqlStore) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
 	return st, nil
 }
 
+// wideWindow reports whether f's time range covers at least a third of the
+// time the stored records span, judged from the oldest and newest
+// timestamps (two index lookups). SQLite has no statistics on the spread of
+// a column and always reads a time range through the index, one B-tree
+// descent per row; over most of the table a plain scan is faster (a
+// million-record day: 1.3–1.8 s against 3.6 s, measured). PostgreSQL's
+// planner makes this choice itself.
+func wideWindow(ctx context.Context, q querier, f *Filter) bool {
+	rows, err := q.QueryContext(ctx, `SELECT (SELECT MIN(timestamp_ns) FROM requests), (SELECT MAX(timestamp_ns) FROM requests)`)
+	if err != nil {
+		return false
+	}
+	defer rows.Close()
+	var lo, hi sql.NullInt64
+	if !rows.Next() || rows.Scan(&lo, &hi) != nil || !lo.Valid || hi.Int64 <= lo.Int64 {
+		return false
+	}
+	from, to := lo.Int64, hi.Int64
+	if !f.From.IsZero() {
+		from = max(from, f.From.UnixNano())
+	}
+	if !f.To.IsZero() {
+		to = min(to, f.To.UnixNano())
+	}
+	return to > from && float64(to-from) >= float64(hi.Int64-lo.Int64)/3
+}
+
 // EmptyStats returns the answer of Stats for q when no record matches: its
 // definitions and method, no groups. It is for callers that know the
 // answer is empty without asking the store (a viewer asking for another
@@ -487,8 +515,8 @@ func emptyStats(q *StatsQuery, fields []*StatField) Stats {
 // countLabels adds the label counts of every cell with one GROUP BY. The
 // bucket index is integer division of the timestamp, which both engines
 // truncate toward zero; floorDiv agrees for timestamps after 1970.
-func (s *sqlStore) countLabels(ctx context.Context, tx querier, q *StatsQuery, dimCols []string, cells map[string]*statCell) error {
-	var b builder
+func (s *sqlStore) countLabels(ctx context.Context, tx querier, q *StatsQuery, dimCols []string, cells map[string]*statCell, scanTime bool) error {
+	b := builder{scanTime: scanTime}
 	b.match(&q.Filter)
 	var groupCols []string
 	for _, c := range dimCols {

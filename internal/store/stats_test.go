@@ -283,3 +283,37 @@ func TestSummarizeMatchesSort(t *testing.T) {
 		}
 	}
 }
+
+// TestStatsScanOrIndex: SQLite's choice between the time index and a scan
+// (wideWindow) changes how rows are read, never the answer.
+func TestStatsScanOrIndex(t *testing.T) {
+	s, _ := openTestSQLite(t)
+	statsFixture(t, s)
+	ss := s.(*sqlStore)
+	q := StatsQuery{GroupBy: []string{"model"}, Filter: Filter{From: testBase.Add(-time.Hour), To: testBase.Add(time.Hour)}}
+	tx, err := ss.read.BeginTx(ctxT(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !wideWindow(ctxT(t), tx, &q.Filter) {
+		t.Error("a window around every record is not wide")
+	}
+	narrow := Filter{From: testBase.Add(-time.Hour), To: testBase.Add(-time.Minute)}
+	if wideWindow(ctxT(t), tx, &narrow) {
+		t.Error("a window before every record is wide")
+	}
+	tx.Rollback()
+	var answers []string
+	for _, plan := range []bool{true, false} {
+		ss.d.planTime = plan
+		st, err := s.Stats(ctxT(t), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(st)
+		answers = append(answers, string(b))
+	}
+	if answers[0] != answers[1] {
+		t.Errorf("scan and index disagree:\n%s\n%s", answers[0], answers[1])
+	}
+}

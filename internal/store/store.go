@@ -13,6 +13,15 @@
 // Writes reach a Store through a Writer: a bounded queue and batched inserts
 // off the request path, with retries while the database is unreachable and a
 // count of everything it could not keep.
+//
+// The tests run on SQLite always, and on PostgreSQL as well when
+// TTFX_TEST_POSTGRES holds a DSN (with TTFX_REQUIRE_ALL=1 they fail rather
+// than skip without one). On a Debian machine, as root:
+//
+//	eval "$(bash scripts/ci-postgres.sh)"   # installs and starts PostgreSQL, creates ttfx/ttfx
+//	go test ./internal/store/... ./internal/api/...
+//
+// Each test works in a schema of its own, dropped afterwards.
 package store
 
 import (
