@@ -1,4 +1,4 @@
-package telemetry
+package telemetry_test
 
 import (
 	"compress/gzip"
@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ttfx/ttfx/internal/record"
+	"github.com/ttfx/ttfx/internal/telemetry"
 	"github.com/ttfx/ttfx/internal/timeline"
 )
 
@@ -88,6 +89,33 @@ func newOTLPReceiver(t testing.TB) *otlpReceiver {
 	return r
 }
 
+func newReceiver(t testing.TB) *otlpReceiver { return newOTLPReceiver(t) }
+
+func (r *otlpReceiver) url() string { return r.URL }
+
+// snapshot returns the observation count of each histogram (over the last
+// export's points) and the event names of each request's server span, by
+// request id.
+func (r *otlpReceiver) snapshot() (map[string]uint64, map[string][]string) {
+	counts := map[string]uint64{}
+	for name, pts := range r.histograms() {
+		for _, p := range pts {
+			counts[name] += p.Count
+		}
+	}
+	spans := map[string][]string{}
+	for _, s := range r.allSpans() {
+		if s.Kind != tracepb.Span_SPAN_KIND_SERVER {
+			continue
+		}
+		id, _ := attrMap(s.Attributes)["ttfx.request_id"].(string)
+		for _, e := range s.Events {
+			spans[id] = append(spans[id], e.Name)
+		}
+	}
+	return counts, spans
+}
+
 // histograms returns the latest data points of each histogram by name.
 func (r *otlpReceiver) histograms() map[string][]*metricpb.HistogramDataPoint {
 	r.mu.Lock()
@@ -143,6 +171,31 @@ func attrMap(kvs []*commonpb.KeyValue) map[string]any {
 	return out
 }
 
+func ms(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+
+// traceB is a record shaped like SPEC.md §4's trace B: tool arguments at
+// 2900 ms, text at 8700 ms.
+func traceB() record.Record {
+	rec := record.Record{
+		RequestID: "req_b", Timestamp: time.Unix(1_700_000_000, 0).UTC(), API: "openai.chat",
+		Route: "POST /v1/chat/completions", Model: "trace-b", Group: "default", KeyName: "client",
+		Channel: "sim-openai", Region: "local", Provider: "sim", Status: record.StatusOK, HTTPStatus: 200,
+		Stream: true, Terminal: "done", FinishReason: "stop",
+		Tokens:    record.Tokens{Input: record.Int(12), Output: record.Int(83), Visible: record.Int(83), Source: record.TokensUsage},
+		Diagnosis: []string{"response_to_text_gap"},
+	}
+	rec.Fields = timeline.Fields{
+		AuthMs: timeline.SpanOf(ms(0.02)), DistributionMs: timeline.SpanOf(ms(0.01)), BodyReadMs: timeline.SpanOf(ms(0.05)),
+		UpstreamHeadersMs: timeline.SpanOf(ms(240)), UpstreamStartMs: timeline.At(ms(0.1)), UpstreamHeadersAtMs: timeline.At(ms(240.1)),
+		FirstSSEEventMs: timeline.At(ms(240.5)), FirstResponseMs: timeline.At(ms(2900)), FirstTextDeltaMs: timeline.At(ms(8700)),
+		FirstTextSentMs: timeline.At(ms(8700.04)), UpstreamDoneMs: timeline.At(ms(10200)), TotalHandlerMs: timeline.At(ms(10200.3)),
+	}
+	rec.VisibleOutputTPS, rec.InterTokenLatencyMs = timeline.Speed(rec.FirstTextDeltaMs, rec.UpstreamDoneMs, 83)
+	rec.Attempts = []record.Attempt{{Channel: "sim-openai", UpstreamStartMs: timeline.At(ms(0.1)), UpstreamHeadersMs: timeline.SpanOf(ms(240)),
+		UpstreamHeadersAtMs: timeline.At(ms(240.1)), Status: record.StatusOK, HTTPStatus: 200}}
+	return rec
+}
+
 // failover is trace B after a 503 on a first channel.
 func failover() record.Record {
 	rec := traceB()
@@ -158,10 +211,10 @@ func failover() record.Record {
 func TestOTelExport(t *testing.T) {
 	rcv := newOTLPReceiver(t)
 	ctx := context.Background()
-	o, err := NewOTel(ctx, OTelOptions{
+	o, err := telemetry.NewOTel(ctx, telemetry.OTelOptions{
 		Endpoint:  rcv.URL,
 		Interval:  time.Hour, // only the explicit flush exports
-		Upstreams: map[string]Upstream{"sim-openai": {"api.example.test", 443}, "eu": {"eu.example.test", 8443}},
+		Upstreams: map[string]telemetry.Upstream{"sim-openai": {"api.example.test", 443}, "eu": {"eu.example.test", 8443}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -188,10 +241,10 @@ func TestOTelExport(t *testing.T) {
 	}
 	h := rcv.histograms()
 	for name, bounds := range map[string][]float64{
-		"gen_ai.client.operation.duration":    OperationDurationBuckets,
-		"gen_ai.server.time_to_first_token":   TimeToFirstTokenBuckets,
-		"gen_ai.server.time_per_output_token": TimePerOutputBuckets,
-		"gen_ai.client.token.usage":           TokenUsageBuckets,
+		"gen_ai.client.operation.duration":    telemetry.OperationDurationBuckets,
+		"gen_ai.server.time_to_first_token":   telemetry.TimeToFirstTokenBuckets,
+		"gen_ai.server.time_per_output_token": telemetry.TimePerOutputBuckets,
+		"gen_ai.client.token.usage":           telemetry.TokenUsageBuckets,
 	} {
 		pts := h[name]
 		if len(pts) == 0 {
@@ -216,7 +269,7 @@ func TestOTelExport(t *testing.T) {
 			if _, has := a["error.type"]; has || p.Count != 1 || !near(p.GetSum(), 10.2003) {
 				t.Errorf("trace-b duration point %v count %d sum %v", a, p.Count, p.GetSum())
 			}
-		case OtherModel: // claude-x was never accepted upstream
+		case telemetry.OtherModel: // claude-x was never accepted upstream
 			if a["error.type"] != record.StatusHeaderTimeout || a["gen_ai.provider.name"] != "anthropic" || !near(p.GetSum(), 30) {
 				t.Errorf("failed call point %v sum %v", a, p.GetSum())
 			}
@@ -270,9 +323,9 @@ func TestOTelExport(t *testing.T) {
 		t.Errorf("span from %d to %d, want t0 %d to t7 %d", root.StartTimeUnixNano, root.EndTimeUnixNano, t0, t0+uint64(ms(10200.3)))
 	}
 	want := map[string]time.Duration{
-		EventRequestReceived: 0, EventUpstreamStart: ms(60), EventUpstreamHeaders: ms(300), EventFirstSSEEvent: ms(240.5),
-		EventFirstResponse: ms(2900), EventFirstTextDelta: ms(8700), EventFirstTextSent: ms(8700.04),
-		EventUpstreamDone: ms(10200), EventHandlerDone: ms(10200.3),
+		telemetry.EventRequestReceived: 0, telemetry.EventUpstreamStart: ms(60), telemetry.EventUpstreamHeaders: ms(300), telemetry.EventFirstSSEEvent: ms(240.5),
+		telemetry.EventFirstResponse: ms(2900), telemetry.EventFirstTextDelta: ms(8700), telemetry.EventFirstTextSent: ms(8700.04),
+		telemetry.EventUpstreamDone: ms(10200), telemetry.EventHandlerDone: ms(10200.3),
 	}
 	if len(root.Events) != len(want) {
 		t.Errorf("%d events, want %d: %v", len(root.Events), len(want), root.Events)
@@ -329,7 +382,7 @@ func TestOTelExport(t *testing.T) {
 			continue
 		}
 		for _, e := range s.Events {
-			if e.Name == EventFirstTextDelta || e.Name == EventFirstTextSent {
+			if e.Name == telemetry.EventFirstTextDelta || e.Name == telemetry.EventFirstTextSent {
 				t.Errorf("tool-only request has event %s", e.Name)
 			}
 		}
@@ -344,7 +397,7 @@ func TestOTelExport(t *testing.T) {
 
 func TestNewOTelRejectsBadEndpoint(t *testing.T) {
 	for _, ep := range []string{"", "collector:4318", "ftp://x", "http://"} {
-		if _, err := NewOTel(context.Background(), OTelOptions{Endpoint: ep}); err == nil {
+		if _, err := telemetry.NewOTel(context.Background(), telemetry.OTelOptions{Endpoint: ep}); err == nil {
 			t.Errorf("endpoint %q accepted", ep)
 		}
 	}
