@@ -100,7 +100,10 @@ func niceStep(max float64, n int) float64 {
 // niceMax rounds max up to a whole number of steps and returns both.
 func niceMax(max float64, n int) (top, step float64) {
 	step = niceStep(max, n)
-	top = math.Ceil(max/step) * step
+	// The epsilon keeps 0.3/0.1 = 2.9999999999999996 at 3 steps, and
+	// the rounding drops the float error of the product.
+	top = math.Ceil(max/step-1e-9) * step
+	top, _ = strconv.ParseFloat(strconv.FormatFloat(top, 'g', 12, 64), 64)
 	if top <= 0 {
 		top = step
 	}

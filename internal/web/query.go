@@ -59,7 +59,7 @@ func parseDuration(s string) (time.Duration, error) {
 // parseViewQuery reads and checks a view's parameters. Unknown ones are an
 // error, as in the read API, so that a typo does not silently widen a view.
 func parseViewQuery(v url.Values, now time.Time) (viewQuery, error) {
-	q := viewQuery{Now: now.UTC(), TZ: time.UTC, Limit: defaultLimit}
+	q := viewQuery{Now: now.UTC(), TZ: time.FixedZone(zoneName(0), 0), Limit: defaultLimit}
 	for name, vs := range v {
 		if !slices.Contains(viewParams, name) {
 			return q, fmt.Errorf("unknown parameter %q (known: %s)", name, strings.Join(viewParams, ", "))
@@ -100,8 +100,14 @@ func parseViewQuery(v url.Values, now time.Time) (viewQuery, error) {
 	if !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To) {
 		return q, fmt.Errorf("from must be before to")
 	}
-	if !q.From.IsZero() && q.end().Sub(q.From) > maxSince {
-		return q, fmt.Errorf("the window from %s is longer than %dd", q.From.Format(time.RFC3339), int(maxSince.Hours()/24))
+	if !q.From.IsZero() && q.To.IsZero() && !q.From.Before(q.Now) {
+		return q, fmt.Errorf("from (%s) is not in the past; give to as well for a window ahead of now", q.From.Format(time.RFC3339))
+	}
+	if !q.start().Before(q.end()) {
+		return q, fmt.Errorf("the window ends (%s) before it starts (%s)", q.end().Format(time.RFC3339), q.start().Format(time.RFC3339))
+	}
+	if q.end().Sub(q.start()) > maxSince {
+		return q, fmt.Errorf("the window %s – %s is longer than %dd", q.start().Format(time.RFC3339), q.end().Format(time.RFC3339), int(maxSince.Hours()/24))
 	}
 	q.Model, q.Channel, q.Group, q.Label = get("model"), get("channel"), get("group"), get("label")
 	if s := get("status"); s != "" {
@@ -209,7 +215,7 @@ func (q viewQuery) link(view string, set ...string) string {
 			v.Set(set[i], set[i+1])
 		}
 	}
-	if (v.Has("from") || v.Has("to")) && !slices.Contains(set, "since") {
+	if v.Has("from") {
 		v.Del("since")
 	}
 	if s := v.Encode(); s != "" {

@@ -104,6 +104,21 @@ func (c timeChart) SVG() template.HTML {
 	pw, ph := tcW-tcLeft-tcRight, tcH-tcTop-tcBottom
 	span := c.To.Sub(c.From).Seconds()
 	x := func(t time.Time) float64 { return tcLeft + t.Sub(c.From).Seconds()/span*pw }
+	// A bucket is drawn at the middle of the part of it inside the window:
+	// the first and last buckets are cut by the window's edges.
+	mid := func(start time.Time) time.Time {
+		a, b := start, start.Add(c.Bucket)
+		if a.Before(c.From) {
+			a = c.From
+		}
+		if b.After(c.To) {
+			b = c.To
+		}
+		if b.Before(a) {
+			b = a
+		}
+		return a.Add(b.Sub(a) / 2)
+	}
 	y := func(v float64) float64 { return tcTop + ph - v/top*ph }
 
 	s.printf(`<svg class="chart time" viewBox="0 0 %s %s" role="img" aria-label="%s" data-field="%s">`, f(tcW), f(tcH), esc(c.Title), esc(c.Field))
@@ -140,12 +155,12 @@ func (c timeChart) SVG() template.HTML {
 				open = false
 				continue
 			}
-			mid := p.T.Add(c.Bucket / 2)
+			m := mid(p.T)
 			cmd := "L"
 			if !open || p.T.Sub(prev) > c.Bucket {
 				cmd = "M"
 			}
-			fmt.Fprintf(&d, "%s%s %s ", cmd, f(x(mid)), f(y(*p.V)))
+			fmt.Fprintf(&d, "%s%s %s ", cmd, f(x(m)), f(y(*p.V)))
 			prev, open = p.T, true
 		}
 		if d.Len() > 0 {
@@ -155,10 +170,10 @@ func (c timeChart) SVG() template.HTML {
 			if p.V == nil {
 				continue
 			}
-			mid := p.T.Add(c.Bucket / 2)
+			m := mid(p.T)
 			tip := fmt.Sprintf("%s %s: %s %s (%d requests)", p.T.In(c.Loc).Format("Jan 2 15:04:05"), se.Name, num(*p.V/div), unit, p.N)
 			dot := fmt.Sprintf(`<circle class="dot %s" cx="%s" cy="%s" r="2.5"><title>%s</title></circle>`,
-				esc(se.Class), f(x(mid)), f(y(*p.V)), esc(tip))
+				esc(se.Class), f(x(m)), f(y(*p.V)), esc(tip))
 			if c.Link != nil {
 				dot = fmt.Sprintf(`<a href="%s">%s</a>`, esc(c.Link(p.T, p.T.Add(c.Bucket))), dot)
 			}

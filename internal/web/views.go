@@ -504,10 +504,14 @@ func (h *Handler) request(r *http.Request, p auth.Principal, q viewQuery) ([]byt
 			d.Verdicts = append(d.Verdicts, c)
 		}
 		d.Context = flatten("", diag.Context, 0)
-	case asAPIError(err, &ae) && ae.Code == http.StatusNotFound:
-		d.Verdicts = h.localVerdicts(rec)
 	default:
-		return nil, err
+		// No diagnosis endpoint (404), or one that failed: the record's
+		// own labels still say what was found, so the page shows those
+		// rather than an error.
+		if !(asAPIError(err, &ae) && ae.Code == http.StatusNotFound) && ctx.Err() == nil {
+			h.log.Warn("web: diagnosis endpoint failed; showing the record's labels", "request_id", id, "err", err)
+		}
+		d.Verdicts = h.localVerdicts(rec)
 	}
 	if err := h.compare(ctx, r, q, &d); err != nil {
 		return nil, err
@@ -671,6 +675,9 @@ func scalar(v any) string {
 		}
 		return "no"
 	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1e15 {
+			return group(strconv.FormatInt(int64(x), 10))
+		}
 		return num(x)
 	}
 	b, _ := json.Marshal(v)
