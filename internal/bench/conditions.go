@@ -172,6 +172,12 @@ var informational = []string{"tool.", "sample.", "gateway_join"}
 // Every field not named informational blocks, so a condition added later
 // blocks until someone decides otherwise.
 func Differences(a, b Conditions) []Difference {
+	if a.Labels == nil {
+		a.Labels = map[string]string{}
+	}
+	if b.Labels == nil {
+		b.Labels = map[string]string{}
+	}
 	fa, fb := flatten(a), flatten(b)
 	keys := make([]string, 0, len(fa)+len(fb))
 	for k := range fa {

@@ -46,7 +46,7 @@ body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}
 h1{font-size:20px}h2{font-size:16px;margin-top:28px}
 pre{background:#f6f6f6;padding:12px;overflow-x:auto;font-size:12px}
 svg{background:#fff;border:1px solid #ddd}
-svg text{font:11px system-ui,sans-serif;fill:#333}
+svg text{font:11px system-ui,sans-serif}
 .note{color:#666;font-size:12px}
 </style></head><body>
 <h1>{{.Title}}</h1>
@@ -111,16 +111,21 @@ func cdfSVG(res *Result) template.HTML {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="CDF of time to first X">`, chartW, chartH, chartW, chartH)
 	if maxX <= 0 {
-		b.WriteString(`<text x="20" y="30">no successful request reached any mark</text></svg>`)
+		fmt.Fprintf(&b, `<text x="20" y="30">no successful request reached any mark (%d failed)</text></svg>`, res.Summary.Requests.Failed)
 		return template.HTML(b.String())
 	}
 	xMax := niceCeil(maxX)
 	x := func(v float64) float64 { return padL + v/xMax*(chartW-padL-padR) }
 	y := func(f float64) float64 { return chartH - padB - f*(chartH-padT-padB) }
-	axes(&b, xMax, "ms", func(f float64) string { return fmt.Sprintf("%.0f%%", f*100) })
+	axes(&b, xMax, "ms", 5, func(f float64) string { return fmt.Sprintf("%.0f%%", f*100) })
 	for i, c := range curves {
+		legend := fmt.Sprintf("%s (%d/%d)", c.name, len(c.values), c.total)
 		if len(c.values) == 0 {
-			fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">%s: none</text>`, chartW-padR+10, padT+16*i+10, ttftColours[c.name], c.name)
+			legend = c.name + ": none reached it"
+		}
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d">%s</text>`,
+			chartW-padR+10, padT+16*i+1, ttftColours[c.name], chartW-padR+24, padT+16*i+10, legend)
+		if len(c.values) == 0 {
 			continue
 		}
 		var pts strings.Builder
@@ -132,7 +137,6 @@ func cdfSVG(res *Result) template.HTML {
 		}
 		fmt.Fprintf(&pts, " %.1f,%.1f", x(xMax), y(float64(len(c.values))/float64(c.total)))
 		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`, ttftColours[c.name], pts.String())
-		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">%s (%d/%d)</text>`, chartW-padR+10, padT+16*i+10, ttftColours[c.name], c.name, len(c.values), c.total)
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
@@ -159,11 +163,16 @@ func histogramSVG(res *Result) template.HTML {
 		k := int(v / xMax * bins)
 		counts[min(max(k, 0), bins-1)]++
 	}
-	top := float64(slices.Max(counts))
+	top := niceCeil(float64(slices.Max(counts)))
 	plotW := float64(chartW - padL - padR)
 	x := func(v float64) float64 { return padL + v/xMax*plotW }
 	y := func(f float64) float64 { return chartH - padB - f*(chartH-padT-padB) }
-	axes(&b, xMax, "tokens/s", func(f float64) string { return fmt.Sprintf("%.0f", f*top) })
+	// Whole counts on the y axis: top is 1, 2 or 5 times a power of ten.
+	yTicks := 5
+	if top < 5 {
+		yTicks = int(top)
+	}
+	axes(&b, xMax, "tokens/s", yTicks, func(f float64) string { return fmt.Sprintf("%.0f", f*top) })
 	for k, n := range counts {
 		if n == 0 {
 			continue
@@ -250,15 +259,17 @@ func stripSVG(res *Result) (template.HTML, string) {
 }
 
 // axes draws the x axis from 0 to xMax with unit, and the y axis from 0
-// to 1 labelled by ylabel.
-func axes(b *strings.Builder, xMax float64, unit string, ylabel func(f float64) string) {
+// to 1 in yTicks steps labelled by ylabel.
+func axes(b *strings.Builder, xMax float64, unit string, yTicks int, ylabel func(f float64) string) {
 	x := func(v float64) float64 { return padL + v/xMax*(chartW-padL-padR) }
 	y := func(f float64) float64 { return chartH - padB - f*(chartH-padT-padB) }
 	for k := 0; k <= 5; k++ {
 		v := xMax * float64(k) / 5
 		fmt.Fprintf(b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#eee"/><text x="%.1f" y="%d" text-anchor="middle">%s</text>`,
 			x(v), x(v), padT, chartH-padB, x(v), chartH-padB+14, fmtAxis(v))
-		f := float64(k) / 5
+	}
+	for k := 0; k <= yTicks; k++ {
+		f := float64(k) / float64(yTicks)
 		fmt.Fprintf(b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#eee"/><text x="%d" y="%.1f" text-anchor="end">%s</text>`,
 			padL, chartW-padR, y(f), y(f), padL-6, y(f)+4, ylabel(f))
 	}

@@ -32,10 +32,14 @@ var Inf = Value(math.Inf(1))
 // IsInf reports whether v is unbounded.
 func (v Value) IsInf() bool { return math.IsInf(float64(v), 1) }
 
-// String formats v with one decimal, or "+Inf".
+// String formats v with one decimal (three below 10, where sub-millisecond
+// parts matter), or "+Inf".
 func (v Value) String() string {
 	if v.IsInf() {
 		return "+Inf"
+	}
+	if math.Abs(float64(v)) < 10 {
+		return strconv.FormatFloat(float64(v), 'f', 3, 64)
 	}
 	return strconv.FormatFloat(float64(v), 'f', 1, 64)
 }
