@@ -54,6 +54,8 @@ type Config struct {
 	// UserHashKeyEnv names the variable holding the key of the keyed hash
 	// of client-sent user ids; empty: a key kept beside the store.
 	UserHashKeyEnv string `yaml:"user_hash_key_env"`
+	// UserHashKey is resolved from UserHashKeyEnv by Load.
+	UserHashKey string `yaml:"-"`
 
 	Log       Log       `yaml:"log"`
 	Metrics   Metrics   `yaml:"metrics"`
@@ -236,6 +238,12 @@ func (c *Config) resolve(getenv func(string) string) error {
 		k.Secret = getenv(k.KeyEnv)
 		if k.Secret == "" {
 			return fmt.Errorf("key %q: environment variable %s is empty or unset", k.Name, k.KeyEnv)
+		}
+	}
+	if c.UserHashKeyEnv != "" {
+		c.UserHashKey = getenv(c.UserHashKeyEnv)
+		if len(c.UserHashKey) < 16 {
+			return fmt.Errorf("user_hash_key_env: %s must hold at least 16 bytes", c.UserHashKeyEnv)
 		}
 	}
 	for i := range c.Channels {

@@ -152,7 +152,7 @@ func (x *exchange) serve() {
 	g := x.g
 	x.proto = x.ep.proto
 	x.rec = record.Record{
-		RequestID: newRequestID(),
+		RequestID: NewRequestID(),
 		Timestamp: x.tl.Start().UTC(),
 		API:       x.ep.api,
 		Route:     x.ep.pattern,
@@ -255,8 +255,8 @@ func (x *exchange) finish() {
 
 var idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
 
-// newRequestID returns "req_" and 20 random base32 characters (100 bits).
-func newRequestID() string {
+// NewRequestID returns "req_" and 20 random base32 characters (100 bits).
+func NewRequestID() string {
 	var b [13]byte
 	rand.Read(b[:])
 	return "req_" + idEncoding.EncodeToString(b[:])[:20]

@@ -14,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -110,11 +109,8 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		if s.keys, err = configKeys(cfg.Keys); err != nil {
 			return nil, err
 		}
-		if cfg.UserHashKeyEnv != "" {
-			userKey = []byte(os.Getenv(cfg.UserHashKeyEnv))
-			if len(userKey) < 16 {
-				return nil, fmt.Errorf("user_hash_key_env: %s must hold at least 16 bytes", cfg.UserHashKeyEnv)
-			}
+		if cfg.UserHashKey != "" {
+			userKey = []byte(cfg.UserHashKey)
 		} else {
 			// Without a configured key, a random one per start: user
 			// hashes are then comparable only within one run.
@@ -172,7 +168,7 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 	s.http = &http.Server{
-		Handler:           mux,
+		Handler:           withRequestID(mux),
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
@@ -323,6 +319,15 @@ func buildChannels(cs []config.Channel) ([]*route.Channel, error) {
 		})
 	}
 	return out, nil
+}
+
+// withRequestID gives every response an X-Request-Id (SPEC.md §5); the
+// relay replaces it with the id of the request's record.
+func withRequestID(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Request-Id", relay.NewRequestID())
+		h.ServeHTTP(w, r)
+	})
 }
 
 func randSeed() uint64 {
