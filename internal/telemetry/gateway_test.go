@@ -109,6 +109,15 @@ func startGateway(t testing.TB) *gateway {
 // it returns the request id.
 func (g *gateway) call(t testing.TB, api, model, key string) string {
 	t.Helper()
+	id, err := g.do(api, model, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// do is call for goroutines other than the test's.
+func (g *gateway) do(api, model, key string) (string, error) {
 	var req *http.Request
 	msg := `[{"role":"user","content":"` + promptCanary + `"}]`
 	switch api {
@@ -124,24 +133,24 @@ func (g *gateway) call(t testing.TB, api, model, key string) string {
 			strings.NewReader(`{"contents":[{"role":"user","parts":[{"text":"`+promptCanary+`"}]}]}`))
 		req.Header.Set("x-goog-api-key", key)
 	default:
-		t.Fatalf("api %q", api)
+		return "", fmt.Errorf("api %q", api)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
 	if err != nil {
-		t.Fatalf("%s %s: %v", api, model, err)
+		return "", fmt.Errorf("%s %s: %w", api, model, err)
 	}
 	defer resp.Body.Close()
 	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		t.Fatalf("%s %s: read: %v", api, model, err)
+		return "", fmt.Errorf("%s %s: read: %w", api, model, err)
 	}
 	id := resp.Header.Get("X-Request-Id")
 	if id == "" {
-		t.Fatalf("%s %s: no X-Request-Id", api, model)
+		return "", fmt.Errorf("%s %s: no X-Request-Id", api, model)
 	}
-	return id
+	return id, nil
 }
 
 // scrape parses GET /metrics with the Prometheus text parser.
