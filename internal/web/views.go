@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"embed"
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"math"
@@ -367,30 +366,11 @@ func msOffset(v float64, ok bool) string {
 	return ms(v)
 }
 
-// diagnosisResp is GET /api/requests/{id}/diagnosis, read loosely: the
-// views show what it has.
-type diagnosisResp struct {
-	RequestID string `json:"request_id"`
-	Verdicts  []struct {
-		Label   string `json:"label"`
-		Primary bool   `json:"primary"`
-		Symptom string `json:"symptom"`
-		Check   string `json:"check"`
-		NotHelp string `json:"not_help"`
-		Finding *struct {
-			Value     float64 `json:"value"`
-			Threshold float64 `json:"threshold"`
-			Unit      string  `json:"unit"`
-			Rule      string  `json:"rule"`
-		} `json:"finding"`
-	} `json:"verdicts"`
-	Context map[string]any `json:"context"`
-}
-
 // verdictCard is one verdict of a request, in order.
 type verdictCard struct {
 	Label   string
 	Primary bool
+	Kind    string // "status" or "rule"
 	Symptom string
 	Check   string
 	NotHelp string
@@ -421,11 +401,12 @@ type detailData struct {
 	Marks         []markRow
 	Events        template.HTML
 	Verdicts      []verdictCard
+	Rules         []diagnose.Rule
 	Context       []kv
+	Scope         string
 	Compare       []compareRow
 	CompareWindow string
 	CompareLink   string
-	FromAPI       bool // the verdicts and context came from the diagnosis endpoint
 	TPS           string
 	ITL           string
 	Tokens        []kv
@@ -487,34 +468,23 @@ func (h *Handler) request(r *http.Request, p auth.Principal, q viewQuery) ([]byt
 		{Label: "error", Value: ev.Error, Class: "k-error"}, {Label: "unknown", Value: ev.Unknown, Class: "k-unknown"},
 	}, "events", "events")
 
-	// Verdicts: from the diagnosis endpoint when the gateway has it, else
-	// from the record's labels with the diagnosis package's advice.
-	var diag diagnosisResp
-	err := h.call(ctx, r, "/api/requests/"+url.PathEscape(id)+"/diagnosis", nil, &diag)
-	var ae *apiError
-	switch {
-	case err == nil:
-		d.FromAPI = true
-		for _, v := range diag.Verdicts {
-			c := verdictCard{Label: v.Label, Primary: v.Primary, Symptom: v.Symptom, Check: v.Check, NotHelp: v.NotHelp}
-			if v.Finding != nil {
-				c.Finding = findingText(v.Finding.Value, v.Finding.Threshold, v.Finding.Unit)
-				c.Rule = v.Finding.Rule
-			}
-			d.Verdicts = append(d.Verdicts, c)
-		}
-		d.Context = flatten("", diag.Context, 0)
-	default:
-		// No diagnosis endpoint (404), or one that failed: the record's
-		// own labels still say what was found, so the page shows those
-		// rather than an error.
+	// Verdicts and context: what `ttfx diagnose` prints, from the
+	// diagnosis endpoint. Without one (an older gateway, or one that
+	// failed), the record's own labels with the diagnosis package's advice,
+	// and the context from the stats of its channel and model.
+	var rep diagnose.Report
+	err := h.call(ctx, r, "/api/requests/"+url.PathEscape(id)+"/diagnosis", nil, &rep)
+	if err == nil {
+		h.fromReport(&d, q, rep)
+	} else {
+		var ae *apiError
 		if !(asAPIError(err, &ae) && ae.Code == http.StatusNotFound) && ctx.Err() == nil {
 			h.log.Warn("web: diagnosis endpoint failed; showing the record's labels", "request_id", id, "err", err)
 		}
 		d.Verdicts = h.localVerdicts(rec)
-	}
-	if err := h.compare(ctx, r, q, &d); err != nil {
-		return nil, err
+		if err := h.compare(ctx, r, q, &d); err != nil {
+			return nil, err
+		}
 	}
 	return render("request", d)
 }
@@ -524,6 +494,94 @@ func findingText(v, th float64, unit string) string {
 		return fmt.Sprintf("%s against a threshold of %s", ms(v), ms(th))
 	}
 	return fmt.Sprintf("%s %s against a threshold of %s %s", num(v), unit, num(th), unit)
+}
+
+// scopeText says what a diagnosis context's scope means.
+var scopeText = map[string]string{
+	"channel": "a slow channel: at least half of its other requests then carry the same primary verdict",
+	"request": "a slow request: most other requests of the channel and model then do not carry its primary verdict",
+	"unknown": "too few other requests of the channel and model then to tell a slow request from a slow channel",
+}
+
+// fromReport fills the verdicts and context from the diagnosis endpoint.
+func (h *Handler) fromReport(d *detailData, q viewQuery, rep diagnose.Report) {
+	for _, v := range rep.Verdicts {
+		c := verdictCard{Label: v.Label, Primary: v.Primary, Kind: v.Kind, Symptom: v.Symptom, Check: v.Check, NotHelp: v.NotHelp}
+		if v.Finding != nil {
+			c.Finding = findingText(v.Finding.Value, v.Finding.Threshold, v.Finding.Unit)
+			c.Rule = v.Finding.Rule
+		}
+		if v.Kind == "status" && d.R.Error != "" && c.Finding == "" {
+			c.Finding = d.R.Error
+		}
+		d.Verdicts = append(d.Verdicts, c)
+	}
+	d.Rules = rep.Rules
+	c := rep.Context
+	d.Scope = scopeText[c.Scope]
+	d.Context = []kv{
+		{"route", orNone(c.Route)}, {"region", orNone(c.Region)}, {"provider", orNone(c.Provider)},
+		{"inflight at receipt", fmt.Sprintf("gateway %d, channel %d", c.Inflight.Gateway, c.Inflight.Channel)},
+		{"other requests of the channel and model", strconv.Itoa(c.Peers)},
+		{"of them with the same primary verdict", strconv.Itoa(c.FlaggedAlike)},
+	}
+	if !c.From.IsZero() {
+		d.CompareWindow = fmt.Sprintf("%d other requests on %s for %s from %s to %s", c.Peers, orNone(c.Channel), orNone(c.Model),
+			c.From.In(q.TZ).Format("15:04:05"), c.To.In(q.TZ).Format("15:04:05 ")+q.TZ.String())
+		d.CompareLink = peersLink(q, c.From, c.To, c.Channel, c.Model)
+	}
+	d.Compare = compareRows(c.Fields)
+}
+
+// contextFields names the fields of a context table, in timeline order.
+var contextFields = []struct{ Field, Name string }{
+	{"upstream_headers_ms", "Time to Headers"},
+	{"first_sse_event_ms", "Time to First Event"},
+	{"first_response_ms", "Time to First Effective Response"},
+	{"first_text_delta_ms", "Time to First Visible Text"},
+	{"upstream_done_ms", "Upstream done"},
+	{"total_handler_ms", "Total handler time"},
+	{"visible_output_tps", "Visible output TPS"},
+	{"relay_lag_ms", "Relay lag"},
+}
+
+// compareRows lays out a context's fields: this request's value, its
+// peers' p50 and p95, and a mark where it is slower than their p95.
+func compareRows(fields map[string]diagnose.FieldContext) []compareRow {
+	var out []compareRow
+	for _, cf := range contextFields {
+		fc, ok := fields[cf.Field]
+		if !ok {
+			continue
+		}
+		format := msPtr
+		rate := cf.Field == "visible_output_tps"
+		if rate {
+			format = func(p *float64) string {
+				if p == nil {
+					return "absent"
+				}
+				return tps(*p)
+			}
+		}
+		row := compareRow{Name: cf.Name, Field: cf.Field, This: format(fc.Value), P50: format(fc.P50), P95: format(fc.P95), Count: fc.Count}
+		// Slower than the p95 of its peers: a slow request, not (only) a
+		// slow channel. Rates are lower-is-slower and have no low
+		// percentile here, so they are not marked.
+		if !rate && fc.Value != nil && fc.P95 != nil && fc.Count >= 2 {
+			// The tolerance absorbs the float rounding between the value
+			// computed from the record and the same value read back from
+			// the store.
+			row.OverP95 = *fc.Value > *fc.P95+1e-6+math.Abs(*fc.P95)*1e-9
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+func peersLink(q viewQuery, from, to time.Time, channel, model string) string {
+	return q.link("requests", "since", "", "from", from.UTC().Format(time.RFC3339), "to", to.UTC().Format(time.RFC3339),
+		"channel", channel, "model", model, "status", "", "group", "", "label", "")
 }
 
 // localVerdicts are the verdicts of a record's labels, in order, with the
@@ -538,13 +596,16 @@ func (h *Handler) localVerdicts(rec record.Record) []verdictCard {
 	var out []verdictCard
 	for i, label := range rec.Diagnosis {
 		a := diagnose.Advise(label)
-		c := verdictCard{Label: label, Primary: i == 0, Symptom: a.Symptom, Check: a.Check, NotHelp: a.NotHelp}
+		c := verdictCard{Label: label, Primary: i == 0, Kind: "rule", Symptom: a.Symptom, Check: a.Check, NotHelp: a.NotHelp}
+		if !slices.Contains(diagnose.RuleLabels, label) {
+			c.Kind = "status"
+		}
 		if f, ok := findings[label]; ok {
 			c.Finding, c.Rule = findingText(f.Value, f.Threshold, f.Unit), f.Rule
 		} else if def, ok := diagnose.Definitions()[label]; ok {
 			c.Rule = def
 		}
-		if label == rec.Status && rec.Error != "" {
+		if c.Kind == "status" && rec.Error != "" {
 			c.Finding = rec.Error
 		}
 		out = append(out, c)
@@ -553,16 +614,21 @@ func (h *Handler) localVerdicts(rec record.Record) []verdictCard {
 }
 
 // compareWindow is how far either side of a request its channel and model
-// are summarised, to tell a slow request from a slow channel (SPEC.md §4).
-const compareWindow = 30 * time.Minute
+// are summarised when the gateway has no diagnosis endpoint; the same as
+// the endpoint's.
+const compareWindow = diagnose.ContextWindow
 
 // compare sets this request's fields beside the p50/p95 of the same
-// channel and model around its time.
+// channel and model around its time, from the stats API.
 func (h *Handler) compare(ctx context.Context, r *http.Request, q viewQuery, d *detailData) error {
 	rec := &d.R
 	from, to := rec.Timestamp.Add(-compareWindow), rec.Timestamp.Add(compareWindow)
+	var names []string
+	for _, cf := range contextFields {
+		names = append(names, cf.Field)
+	}
 	v := url.Values{"from": {from.UTC().Format(time.RFC3339Nano)}, "to": {to.UTC().Format(time.RFC3339Nano)},
-		"fields": {ttftFields() + ",total_handler_ms,visible_output_tps"}}
+		"fields": {strings.Join(names, ",")}}
 	if rec.Channel != "" {
 		v.Set("channel", rec.Channel)
 	}
@@ -577,53 +643,32 @@ func (h *Handler) compare(ctx context.Context, r *http.Request, q viewQuery, d *
 	if len(st.Groups) > 0 {
 		g = st.Groups[0]
 	}
-	d.CompareWindow = fmt.Sprintf("%d requests on %s for %s within ±%d min of this one", g.Count, orNone(rec.Channel), orNone(rec.Model), int(compareWindow.Minutes()))
-	d.CompareLink = q.link("requests", "since", "", "from", from.UTC().Format(time.RFC3339), "to", to.UTC().Format(time.RFC3339),
-		"channel", rec.Channel, "model", rec.Model, "status", "", "group", "", "label", "")
-	type fv struct {
-		name, field string
-		v           float64
-		ok          bool
-		rate        bool
-	}
-	val := func(name, field string, o interface{ Ms() (float64, bool) }) fv {
-		x, ok := o.Ms()
-		return fv{name, field, x, ok, false}
-	}
-	vs := []fv{
-		val("Time to Headers", "upstream_headers_ms", rec.UpstreamHeadersMs),
-		val("Time to First Event", "first_sse_event_ms", rec.FirstSSEEventMs),
-		val("Time to First Effective Response", "first_response_ms", rec.FirstResponseMs),
-		val("Time to First Visible Text", "first_text_delta_ms", rec.FirstTextDeltaMs),
-		val("Total handler time", "total_handler_ms", rec.TotalHandlerMs),
-	}
-	t, ok := rec.VisibleOutputTPS.Get()
-	vs = append(vs, fv{"Visible output TPS", "visible_output_tps", t, ok, true})
-	for _, x := range vs {
-		fs := g.Fields[x.field]
-		format := msPtr
-		this := msOffset(x.v, x.ok)
-		if x.rate {
-			format = func(p *float64) string {
-				if p == nil {
-					return "absent"
-				}
-				return tps(*p)
-			}
-			this = "absent"
-			if x.ok {
-				this = tps(x.v)
-			}
+	peers := max(g.Count-1, 0)
+	d.CompareWindow = fmt.Sprintf("%d other requests on %s for %s within ±%d min of this one", peers, orNone(rec.Channel), orNone(rec.Model), int(compareWindow.Minutes()))
+	d.CompareLink = peersLink(q, from, to, rec.Channel, rec.Model)
+	values := map[string]*float64{}
+	put := func(name string, o interface{ Ms() (float64, bool) }) {
+		if v, ok := o.Ms(); ok {
+			values[name] = &v
 		}
-		row := compareRow{Name: x.name, Field: x.field, This: this, P50: format(fs.P50), P95: format(fs.P95), Count: fs.Count}
-		// Slower than the p95 of its peers: a slow request, not (only) a
-		// slow channel. Rates are lower-is-slower and have no low
-		// percentile here, so they are not flagged.
-		if !x.rate && x.ok && fs.P95 != nil && fs.Count >= 2 {
-			row.OverP95 = x.v > *fs.P95
-		}
-		d.Compare = append(d.Compare, row)
 	}
+	f := rec.Fields
+	put("upstream_headers_ms", f.UpstreamHeadersMs)
+	put("first_sse_event_ms", f.FirstSSEEventMs)
+	put("first_response_ms", f.FirstResponseMs)
+	put("first_text_delta_ms", f.FirstTextDeltaMs)
+	put("upstream_done_ms", f.UpstreamDoneMs)
+	put("total_handler_ms", f.TotalHandlerMs)
+	put("relay_lag_ms", f.RelayLag())
+	if v, ok := rec.VisibleOutputTPS.Get(); ok {
+		values["visible_output_tps"] = &v
+	}
+	fields := map[string]diagnose.FieldContext{}
+	for _, name := range names {
+		fs := g.Fields[name]
+		fields[name] = diagnose.FieldContext{Value: values[name], P50: fs.P50, P95: fs.P95, Count: fs.Count}
+	}
+	d.Compare = compareRows(fields)
 	return nil
 }
 
@@ -632,80 +677,6 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
-}
-
-// flatten turns the diagnosis context into lines, whatever its shape:
-// nested objects become dotted keys; an object with p50/p95 becomes one
-// line.
-func flatten(prefix string, m map[string]any, depth int) []kv {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var out []kv
-	for _, k := range keys {
-		name := k
-		if prefix != "" {
-			name = prefix + "." + k
-		}
-		switch v := m[k].(type) {
-		case map[string]any:
-			if _, ok := v["p50"]; ok || depth >= 3 {
-				out = append(out, kv{name, compact(v)})
-				continue
-			}
-			out = append(out, flatten(name, v, depth+1)...)
-		default:
-			out = append(out, kv{name, scalar(v)})
-		}
-	}
-	return out
-}
-
-func scalar(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "absent"
-	case string:
-		return x
-	case bool:
-		if x {
-			return "yes"
-		}
-		return "no"
-	case float64:
-		if x == math.Trunc(x) && math.Abs(x) < 1e15 {
-			return group(strconv.FormatInt(int64(x), 10))
-		}
-		return num(x)
-	}
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
-func compact(m map[string]any) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	order := map[string]int{"value": 0, "count": 1, "p50": 2, "p90": 3, "p95": 4, "p99": 5}
-	sort.Slice(keys, func(i, j int) bool {
-		oi, iok := order[keys[i]]
-		oj, jok := order[keys[j]]
-		if iok != jok {
-			return iok
-		}
-		if iok {
-			return oi < oj
-		}
-		return keys[i] < keys[j]
-	})
-	var parts []string
-	for _, k := range keys {
-		parts = append(parts, k+" "+scalar(m[k]))
-	}
-	return strings.Join(parts, " · ")
 }
 
 // channelRow is one channel and model of the Channels view.

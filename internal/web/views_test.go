@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ttfx/ttfx/internal/config"
 	"github.com/ttfx/ttfx/internal/diagnose"
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/store"
@@ -188,7 +189,7 @@ func TestRequestDetailTraceB(t *testing.T) {
 		`data-tokens="source">estimate — counted with`, // tokens and their source
 		`<g class="bar-row" data-label="tool">`,        // events by kind
 		"attempt 1 · sim-anthropic",
-		"1 requests on sim-anthropic for trace-b",
+		"0 other requests on sim-anthropic for trace-b",
 	} {
 		if !strings.Contains(b, want) {
 			t.Errorf("detail lacks %q", want)
@@ -230,39 +231,67 @@ func TestRequestDetailAttemptsAndAbsent(t *testing.T) {
 	}
 }
 
-// TestDiagnosisEndpoint: when the gateway serves GET
-// /api/requests/{id}/diagnosis, the detail shows its verdicts and context.
+// TestDiagnosisEndpoint: with GET /api/requests/{id}/diagnosis (here the
+// diagnosis package's Explain, as the gateway serves it), the detail shows
+// its verdicts, the rules in order, the scope reading and the peers'
+// percentiles; without the endpoint it falls back to the record's labels
+// and the stats API, with the same table.
 func TestDiagnosisEndpoint(t *testing.T) {
-	fx := newFixture(t, standardRecords(), func(mux *http.ServeMux) {
+	recs := standardRecords()
+	// Three more trace-B-like requests around req-b on the same channel:
+	// the channel, not the request, was slow then.
+	for i := range 3 {
+		recs = append(recs, traceB(fmt.Sprintf("req-b%d", i), "team-a", now.Add(-20*time.Minute+time.Duration(i+1)*time.Minute)))
+	}
+	var st store.Store
+	rules := diagnose.New(config.Diagnosis{})
+	fx := newFixture(t, recs, func(mux *http.ServeMux) {
 		mux.HandleFunc("GET /api/requests/{id}/diagnosis", func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get("Authorization") != "Bearer "+keyAdmin {
 				http.Error(w, `{"error":{"message":"no","type":"not_found_error"}}`, 404)
 				return
 			}
+			rec, err := st.Get(r.Context(), r.PathValue("id"))
+			if err != nil {
+				http.Error(w, err.Error(), 500)
+				return
+			}
+			rep, err := rules.Explain(r.Context(), st, rec)
+			if err != nil {
+				http.Error(w, err.Error(), 500)
+				return
+			}
 			w.Header().Set("Content-Type", "application/json")
-			json.NewEncoder(w).Encode(map[string]any{
-				"request_id": r.PathValue("id"),
-				"verdicts": []map[string]any{{"label": "response_to_text_gap", "primary": true, "symptom": "from the endpoint",
-					"check": "the tool", "not_help": "timeouts",
-					"finding": map[string]any{"value": 5800, "threshold": 2000, "unit": "ms", "rule": "t5 − t4 > 2000 ms"}}},
-				"context": map[string]any{"channel_slow": false, "inflight": map[string]any{"gateway": 3, "channel": 1},
-					"fields": map[string]any{"first_text_delta_ms": map[string]any{"value": 8700, "p50": 8700, "p95": 8700}},
-					"route":  "POST /v1/messages", "region": "local"},
-			})
+			json.NewEncoder(w).Encode(rep)
 		})
 	})
+	st = fx.store.Store
 	b := fx.get(t, "/ui/view/request/req-b", keyAdmin).body
-	for _, want := range []string{"from the endpoint", "5,800 ms against a threshold of 2,000 ms", "<code>channel_slow</code></td><td>no</td>",
-		"<code>inflight.gateway</code></td><td>3</td>", "value 8,700 · p50 8,700 · p95 8,700", "Diagnosis context"} {
+	for _, want := range []string{
+		"5,800 ms against a threshold of 2,000 ms",
+		`<li class="fired" data-rule="response_to_text_gap">`,
+		`<li class="" data-rule="upstream_headers_slow">`,
+		"Reading: " + scopeText["channel"],
+		"Peers: 3 other requests on sim-anthropic for trace-b from 11:25:00 to 11:55:00 UTC&#43;00:00",
+		`<tr data-field="relay_lag_ms"><td>Relay lag <code>relay_lag_ms</code></td><td class="n">0.050 ms</td>`,
+		"<td>of them with the same primary verdict</td><td>3</td>",
+	} {
 		if !strings.Contains(b, want) {
 			t.Errorf("detail lacks %q", want)
 		}
 	}
 	// The endpoint applies its own access rules; its 404 for this caller
-	// falls back to the record's labels, not to an error page.
+	// falls back to the record's labels and the stats API.
 	b = fx.get(t, "/ui/view/request/req-b", keyViewerA).body
-	if !strings.Contains(b, diagnose.Advise(diagnose.ResponseToTextGap).Symptom) || strings.Contains(b, "from the endpoint") {
-		t.Errorf("fallback: %s", b)
+	for _, want := range []string{diagnose.Advise(diagnose.ResponseToTextGap).Symptom, "5,800 ms against a threshold of 2,000 ms",
+		"Peers: 3 other requests on sim-anthropic for trace-b within ±15 min of this one",
+		`<tr data-field="first_text_delta_ms"><td>Time to First Visible Text <code>first_text_delta_ms</code></td><td class="n">8,700 ms</td><td class="n">8,700 ms</td>`} {
+		if !strings.Contains(b, want) {
+			t.Errorf("fallback lacks %q", want)
+		}
+	}
+	if strings.Contains(b, "Reading:") || strings.Contains(b, "data-rule=") {
+		t.Error("the fallback claims the endpoint's reading")
 	}
 }
 
