@@ -28,6 +28,7 @@ type APIError struct {
 	Message string
 }
 
+// Error says what the API answered.
 func (e *APIError) Error() string {
 	return fmt.Sprintf("%s (HTTP %d): %s", e.Type, e.Status, e.Message)
 }

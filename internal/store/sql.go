@@ -461,10 +461,10 @@ func (b *builder) match(f *Filter) {
 		ts = "+r.timestamp_ns"
 	}
 	if !f.From.IsZero() {
-		b.cond(ts + " >= " + b.arg(f.From.UnixNano()))
+		b.cond(ts + " >= " + b.arg(unixNano(f.From)))
 	}
 	if !f.To.IsZero() {
-		b.cond(ts + " < " + b.arg(f.To.UnixNano()))
+		b.cond(ts + " < " + b.arg(unixNano(f.To)))
 	}
 	eq := func(col, v string) {
 		if v != "" {
@@ -479,6 +479,20 @@ func (b *builder) match(f *Filter) {
 	if f.Label != "" {
 		b.cond("EXISTS (SELECT 1 FROM request_labels l WHERE l.request_id = r.request_id AND l.label = " + b.arg(f.Label) + ")")
 	}
+}
+
+// unixNano is t in Unix nanoseconds, clamped to what a BIGINT can hold:
+// time.UnixNano is undefined outside 1678..2262, and a filter bound from a
+// client may lie anywhere. Stored timestamps lie within 1970..2261
+// (Validate), so clamping never changes which records match.
+func unixNano(t time.Time) int64 {
+	switch {
+	case t.Year() < 1970:
+		return 0
+	case t.Year() > 2261:
+		return math.MaxInt64
+	}
+	return t.UnixNano()
 }
 
 // A cursor is the (timestamp, id) of the last record of a page, which is

@@ -473,10 +473,10 @@ func wideWindow(ctx context.Context, q querier, f *Filter) bool {
 	}
 	from, to := lo.Int64, hi.Int64
 	if !f.From.IsZero() {
-		from = max(from, f.From.UnixNano())
+		from = max(from, unixNano(f.From))
 	}
 	if !f.To.IsZero() {
-		to = min(to, f.To.UnixNano())
+		to = min(to, unixNano(f.To))
 	}
 	return to > from && float64(to-from) >= float64(hi.Int64-lo.Int64)/3
 }

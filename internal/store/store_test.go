@@ -425,3 +425,29 @@ func TestSpanPrecision(t *testing.T) {
 		}
 	})
 }
+
+func TestFilterBoundsOutsideStoredRange(t *testing.T) {
+	// Bounds a client may send, far outside what a timestamp can be, still
+	// select correctly (time.UnixNano is undefined before 1678).
+	forEachEngine(t, func(t *testing.T, s Store) {
+		insert(t, s, fullRecord("req-1", testBase))
+		for _, c := range []struct {
+			f    Filter
+			want int
+		}{
+			{Filter{From: time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)}, 1},
+			{Filter{To: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}, 1},
+			{Filter{From: time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), To: time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC)}, 0},
+			{Filter{From: time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC)}, 0},
+		} {
+			p, err := s.List(ctxT(t), c.f)
+			if err != nil || len(p.Records) != c.want {
+				t.Errorf("%v..%v: %d records, %v; want %d", c.f.From, c.f.To, len(p.Records), err, c.want)
+			}
+			st, err := s.Stats(ctxT(t), StatsQuery{Filter: c.f})
+			if err != nil || len(st.Groups) != c.want {
+				t.Errorf("stats %v..%v: %d groups, %v; want %d", c.f.From, c.f.To, len(st.Groups), err, c.want)
+			}
+		}
+	})
+}
