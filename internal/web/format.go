@@ -38,6 +38,10 @@ func num(v float64) string {
 	switch {
 	case a == 0:
 		return "0"
+	case a < 0.001:
+		// Routing can take a few hundred nanoseconds: two significant
+		// digits rather than a misleading 0.000.
+		return strconv.FormatFloat(v, 'g', 2, 64)
 	case a < 0.1:
 		// Local phases are often microseconds: keep them visible.
 		return strconv.FormatFloat(v, 'f', 3, 64)

@@ -313,11 +313,11 @@ func TestChannels(t *testing.T) {
 		return r[:strings.Index(r, "</tr>")]
 	}
 	ant := row("sim-anthropic", "trace-b")
-	if !strings.Contains(ant, "8,700 ms") || !strings.Contains(ant, `class="n worst">8,700 ms`) {
+	if !strings.Contains(ant, "8,700 ms") || !strings.Contains(ant, `class="n worst" data-th="Time to First Visible Text p95">8,700 ms`) {
 		t.Errorf("anthropic row: %s", ant)
 	}
 	fastRow := row("sim-openai", "fast")
-	if !strings.Contains(fastRow, `<td class="n err">25%</td>`) || !strings.Contains(fastRow, `<td class="n">2</td>`) {
+	if !strings.Contains(fastRow, `<td class="n err" data-th="error rate">25%</td>`) || !strings.Contains(fastRow, `<td class="n" data-th="inflight now">2</td>`) {
 		t.Errorf("openai fast row (1 error in 4; inflight 2): %s", fastRow)
 	}
 	meta := row("sim-openai", "metadata-only")
@@ -406,7 +406,7 @@ func TestFormat(t *testing.T) {
 	for _, c := range []struct {
 		v    float64
 		want string
-	}{{0, "0"}, {0.0018, "0.002"}, {0.42, "0.42"}, {4.256, "4.26"}, {50.04, "50.0"}, {240.2, "240"}, {8700, "8,700"}, {1234567, "1,234,567"}, {-2500, "-2,500"}} {
+	}{{0, "0"}, {0.00031, "0.00031"}, {0.0018, "0.002"}, {0.42, "0.42"}, {4.256, "4.26"}, {50.04, "50.0"}, {240.2, "240"}, {8700, "8,700"}, {1234567, "1,234,567"}, {-2500, "-2,500"}} {
 		if got := num(c.v); got != c.want {
 			t.Errorf("num(%v) = %q, want %q", c.v, got, c.want)
 		}

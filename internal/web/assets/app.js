@@ -20,6 +20,10 @@
   let seq = 0; // the latest navigation; older answers are dropped
   let timer = 0;
   let known = new Set();
+  // Rows that arrived by polling stay marked for a while, across the
+  // polls that replace them.
+  const FRESH_MS = 15000;
+  const freshUntil = new Map();
 
   const getKey = () => sessionStorage.getItem(KEY) || '';
 
@@ -163,9 +167,13 @@
         const old = document.getElementById(fresh.id);
         if (old) old.replaceWith(fresh);
       }
+      const t = Date.now();
       for (const tr of view.querySelectorAll('tr[data-id]')) {
-        if (!known.has(tr.dataset.id)) tr.classList.add('fresh');
+        const id = tr.dataset.id;
+        if (!known.has(id)) freshUntil.set(id, t + FRESH_MS);
+        if ((freshUntil.get(id) || 0) > t) tr.classList.add('fresh');
       }
+      for (const [id, until] of freshUntil) if (until <= t) freshUntil.delete(id);
       known = rowIDs();
       setLive('live · updated ' + new Date().toLocaleTimeString());
     } catch (err) {
