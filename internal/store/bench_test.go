@@ -63,3 +63,21 @@ func BenchmarkInsert(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRecord measures what the gateway pays per request: one
+// Writer.Record call (validation, a mutex, an append), with the store held
+// so that only the enqueue is timed.
+func BenchmarkRecord(b *testing.B) {
+	s, _ := openTestSQLite(b)
+	f := &faultyStore{Store: s, block: make(chan struct{})}
+	w := NewWriter(f, WriterOptions{QueueSize: 1 << 20})
+	defer func() {
+		close(f.block)
+		w.Close(context.Background())
+	}()
+	r := fullRecord("req-bench", testBase)
+	b.ReportAllocs()
+	for b.Loop() {
+		w.Record(r)
+	}
+}

@@ -451,3 +451,47 @@ func TestFilterBoundsOutsideStoredRange(t *testing.T) {
 		}
 	})
 }
+
+func TestConcurrentFirstOpen(t *testing.T) {
+	// Replicas starting at once against an empty database: one migrates,
+	// the others wait for it and find the schema in place.
+	dsns := map[string]func(t *testing.T) string{
+		"sqlite":   func(t *testing.T) string { return "sqlite:" + t.TempDir() + "/fresh.db" },
+		"postgres": func(t *testing.T) string { return withSchema(t, postgresDSN(t)) },
+	}
+	for _, e := range engines() {
+		t.Run(e.name, func(t *testing.T) {
+			dsn := dsns[e.name](t)
+			var wg sync.WaitGroup
+			errs := make(chan error, 4)
+			for i := range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					s, err := Open(context.Background(), dsn)
+					if err != nil {
+						errs <- err
+						return
+					}
+					defer s.Close()
+					errs <- s.Insert(context.Background(), []record.Record{fullRecord(idN(i), testBase)})
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Error(err)
+				}
+			}
+			s, err := Open(context.Background(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if n := countAll(t, s); n != 4 {
+				t.Errorf("%d records, want 4", n)
+			}
+		})
+	}
+}
