@@ -169,13 +169,13 @@ func split(r *Row, rec *record.Record) map[string]Split {
 	one := func(name string, c, g, s timeline.Offset) {
 		cd, ok1 := c.Get()
 		gd, ok2 := g.Get()
-		if !ok1 || !ok2 {
+		if !ok1 || !ok2 || !plausible(cd) || !plausible(gd) || !plausible(u) {
 			return
 		}
 		sp := Split{UpstreamMs: timeline.SpanOf(gd - u)}
 		local := u
 		outside := cd - gd
-		if sd, ok := s.Get(); ok {
+		if sd, ok := s.Get(); ok && plausible(sd) {
 			local += sd - gd
 			outside = cd - sd
 		}
@@ -188,3 +188,7 @@ func split(r *Row, rec *record.Record) map[string]Split {
 	one(MetricEndToEnd, r.EndToEndMs, rec.UpstreamDoneMs, rec.TotalHandlerMs)
 	return out
 }
+
+// plausible bounds the marks a split is computed from: a mark before its
+// origin, or weeks after it, is not a measurement (and could overflow).
+func plausible(d time.Duration) bool { return d >= 0 && d < 30*24*time.Hour }
