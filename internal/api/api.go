@@ -153,17 +153,25 @@ func (h *Handler) get(fn handlerFunc) http.HandlerFunc {
 			WriteError(w, http.StatusMethodNotAllowed, TypeInvalidRequest, r.Method+" is not allowed here; the read API is GET only")
 			return
 		}
-		p, ok := h.opts.Resolve(r)
-		if !ok {
-			msg := "a valid API key is required (Authorization: Bearer KEY)"
-			if auth.FromRequest(r) == "" {
-				msg = "no API key: send Authorization: Bearer KEY"
-			}
-			WriteError(w, http.StatusUnauthorized, TypeAuthentication, msg)
-			return
+		if p, ok := h.Authenticate(w, r); ok {
+			fn(w, r, p)
 		}
-		fn(w, r, p)
 	}
+}
+
+// Authenticate resolves the caller of r, or answers 401 and reports false.
+// It is exported for other read endpoints (the diagnosis view) so that
+// they authenticate, and word their 401, as the API does.
+func (h *Handler) Authenticate(w http.ResponseWriter, r *http.Request) (auth.Principal, bool) {
+	p, ok := h.opts.Resolve(r)
+	if !ok {
+		msg := "a valid API key is required (Authorization: Bearer KEY)"
+		if auth.FromRequest(r) == "" {
+			msg = "no API key: send Authorization: Bearer KEY"
+		}
+		WriteError(w, http.StatusUnauthorized, TypeAuthentication, msg)
+	}
+	return p, ok
 }
 
 // ReadRecord returns the record of id if p may read it, answering the
