@@ -74,6 +74,7 @@ func (s *Server) setupTelemetry(mux *http.ServeMux) error {
 			return telemetry.StoreStats{Queued: st.Queued, Dropped: st.Dropped, Rejected: st.Rejected, Written: st.Written}
 		},
 		Dropped: sink.queue.Dropped,
+		Runtime: true,
 	})
 	mux.Handle("GET /metrics", m.Handler(key))
 	// Metrics first: /metrics counts a request before its log line is out.

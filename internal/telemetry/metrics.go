@@ -89,6 +89,9 @@ type MetricsOptions struct {
 	// Dropped returns the records the telemetry queue could not take
 	// (logs and OTLP export; see Queue).
 	Dropped func() uint64
+	// Runtime adds the Go runtime and process metrics (go_*, process_*)
+	// that Prometheus users expect from any Go server.
+	Runtime bool
 }
 
 // Metrics is the Prometheus side of the telemetry: a Recorder whose
@@ -205,7 +208,9 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 			Help: "Records the request log and the OTLP export never saw because their queue was full.",
 		}, func() float64 { return float64(f()) }))
 	}
-	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if opts.Runtime {
+		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
 	return m
 }
 

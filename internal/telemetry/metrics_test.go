@@ -354,3 +354,27 @@ func BenchmarkMetricsRecordParallel(b *testing.B) {
 		}
 	})
 }
+
+// FuzzMetricsKey sends arbitrary Authorization headers to a key-protected
+// /metrics: only the bearer key itself may pass.
+func FuzzMetricsKey(f *testing.F) {
+	const key = "k3y-for-fuzz"
+	for _, s := range []string{"", "Bearer " + key, "bearer " + key, "Bearer  " + key + " ", "Bearer", "Bearer " + key + "x", "Basic " + key, "\x00Bearer " + key} {
+		f.Add(s)
+	}
+	h := NewMetrics(MetricsOptions{}).Handler(key)
+	f.Fuzz(func(t *testing.T, auth string) {
+		req := httptest.NewRequest("GET", "/metrics", nil)
+		req.Header["Authorization"] = []string{auth}
+		rr := httptest.NewRecorder()
+		h.ServeHTTP(rr, req)
+		scheme, tok, _ := strings.Cut(auth, " ")
+		want := http.StatusUnauthorized
+		if strings.EqualFold(scheme, "bearer") && strings.TrimSpace(tok) == key {
+			want = http.StatusOK
+		}
+		if rr.Code != want {
+			t.Fatalf("Authorization %q: %d, want %d", auth, rr.Code, want)
+		}
+	})
+}
