@@ -9,6 +9,7 @@ import (
 
 	"github.com/ttfx/ttfx/internal/config"
 	"github.com/ttfx/ttfx/internal/server"
+	"github.com/ttfx/ttfx/internal/telemetry"
 )
 
 func init() {
@@ -23,13 +24,16 @@ func runServe(ctx context.Context, args []string) error {
 		return usageError("%v", err)
 	}
 	var cfg *config.Config
+	var err error
 	if *configPath != "" {
-		var err error
 		if cfg, err = config.Load(*configPath, os.Getenv); err != nil {
 			return err
 		}
 	}
-	logger := newLogger(cfg)
+	logger, err := newLogger(cfg)
+	if err != nil {
+		return err
+	}
 	srv, err := server.New(ctx, server.Options{Config: cfg, Listen: *listen, Logger: logger})
 	if err != nil {
 		return err
@@ -58,19 +62,12 @@ func printKeys(keys []server.Generated) {
 	}
 }
 
-// newLogger builds the structured logger of the configuration.
-func newLogger(cfg *config.Config) *slog.Logger {
+// newLogger builds the structured logger of the configuration on stderr;
+// a misspelt level or format is an error (telemetry.NewLogger).
+func newLogger(cfg *config.Config) (*slog.Logger, error) {
 	var lc config.Log
 	if cfg != nil {
 		lc = cfg.Log
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(lc.Level)); err != nil || lc.Level == "" {
-		level = slog.LevelInfo
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	if lc.Format == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	return telemetry.NewLogger(os.Stderr, lc.Format, lc.Level)
 }
