@@ -530,6 +530,18 @@ telemetry: {otlp_endpoint: %s, interval: 100ms}
 			if names["gen_ai.server.time_per_output_token"] != 1 {
 				t.Errorf("time_per_output_token points %d, want 1 (the tool call has no visible text)", names["gen_ai.server.time_per_output_token"])
 			}
+			// No content and no key in any name or attribute.
+			values := rcv.strings()
+			for _, v := range values {
+				for _, secret := range []string{promptCanary, g.client, "metrics-key-for-config-test"} {
+					if strings.Contains(v, secret) {
+						t.Errorf("OTLP export carries %q in %q", secret, v)
+					}
+				}
+			}
+			if len(values) < 50 {
+				t.Errorf("only %d strings exported: the check above saw too little", len(values))
+			}
 			break
 		}
 		if time.Now().After(deadline) {

@@ -121,6 +121,41 @@ func (r *otlpReceiver) snapshot() (map[string]uint64, map[string][]string) {
 	return counts, spans
 }
 
+// strings returns every string attribute value the receiver was sent:
+// resource, span, span event and metric point attributes, and span names.
+func (r *otlpReceiver) strings() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	add := func(kvs []*commonpb.KeyValue) {
+		for _, kv := range kvs {
+			out = append(out, kv.Value.GetStringValue())
+			for _, v := range kv.Value.GetArrayValue().GetValues() {
+				out = append(out, v.GetStringValue())
+			}
+		}
+	}
+	for _, s := range r.spans {
+		out = append(out, s.Name, s.Status.GetMessage())
+		add(s.Attributes)
+		for _, e := range s.Events {
+			out = append(out, e.Name)
+			add(e.Attributes)
+		}
+	}
+	for _, rm := range r.metrics {
+		add(rm.GetResource().GetAttributes())
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				for _, p := range m.GetHistogram().GetDataPoints() {
+					add(p.Attributes)
+				}
+			}
+		}
+	}
+	return out
+}
+
 // histograms returns the latest data points of each histogram by name.
 func (r *otlpReceiver) histograms() map[string][]*metricpb.HistogramDataPoint {
 	r.mu.Lock()
