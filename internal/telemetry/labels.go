@@ -27,7 +27,9 @@ const maxModelLen = 128
 // unbounded series; a name is admitted only when the operator configured
 // it exactly, or an upstream accepted it (some attempt answered 2xx —
 // providers answer 404 to models they do not serve), and only up to max
-// run-time admissions. Safe for concurrent use.
+// run-time admissions. A name is admitted from its first accepted request
+// on: requests for it that failed before that count under "other".
+// Safe for concurrent use.
 type Models struct {
 	mu       sync.RWMutex // guards known and admitted
 	known    map[string]struct{}

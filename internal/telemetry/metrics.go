@@ -118,8 +118,8 @@ type Metrics struct {
 type seriesKey struct{ api, model, channel, group string }
 
 // series holds the resolved observers of one label combination. Counters
-// by status and diagnosis label are resolved on first use (statusCtr,
-// labelCtr), since a combination sees few of them.
+// by status and diagnosis label are resolved on first use (counter), since
+// a combination sees few of them.
 type series struct {
 	headers, firstEvent, firstResponse, firstText prometheus.Observer
 	duration, upstream, relayLag, tps, itl        prometheus.Observer
@@ -213,9 +213,6 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 	}
 	return m
 }
-
-// Registry returns the registry /metrics serves.
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // Record observes one finished request. It runs on the request's goroutine
 // after the response ended: a cached lookup and atomic adds, no I/O.
