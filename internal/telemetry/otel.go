@@ -48,8 +48,11 @@ type Upstream struct {
 type OTelOptions struct {
 	// Endpoint is the OTLP/HTTP base URL, e.g. http://127.0.0.1:4318:
 	// metrics go to Endpoint/v1/metrics and spans to Endpoint/v1/traces.
-	// The exporters' standard environment variables (for example
-	// OTEL_EXPORTER_OTLP_HEADERS for an API key) apply as well.
+	// The SDK's standard environment variables apply as well: for example
+	// OTEL_EXPORTER_OTLP_HEADERS for a collector's API key,
+	// OTEL_TRACES_SAMPLER=traceidratio with OTEL_TRACES_SAMPLER_ARG=0.1 to
+	// keep one request span in ten (all are kept by default), and
+	// OTEL_SERVICE_NAME for another service name than "ttfx".
 	Endpoint string
 	// Interval is the metric export interval; 0 means DefaultOTelInterval.
 	// A finished span waits at most min(Interval, 5 s) in its batch.
