@@ -352,6 +352,14 @@ func TestBrowser(t *testing.T) {
 	waitFor("other detail refused", `document.querySelector('.error-box') && document.querySelector('.error-box').textContent.includes('no request with id')`, 10*time.Second)
 	shot("other-group-detail-1280", false)
 
+	// A link with the key in its fragment (what `ttfx demo` can print)
+	// signs in and leaves no key in the address.
+	go_("#key=" + admin)
+	waitFor("key link", `document.querySelector('#who').textContent === 'admin · admin' && location.hash === '#/overview' && !!document.querySelector('[data-count]')`, 15*time.Second)
+	if v := eval("history", `location.href.includes(`+jsString(admin)+`)`); v != false {
+		t.Error("the key stays in the address")
+	}
+
 	// The console: no exception, no console.error or warning, and no
 	// failed load but the two this test caused on purpose (the wrong key's
 	// 401 and the other group's 404).

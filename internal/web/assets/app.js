@@ -98,6 +98,7 @@
   }
 
   function failed(err) {
+    setLive('');
     if (err.status === 401) {
       sessionStorage.removeItem(KEY);
       showLogin('Signed out: ' + err.message);
@@ -129,7 +130,7 @@
     document.title = TITLES[r.view] + ' · ttfx';
     view.classList.add('loading');
     try {
-      const html = await get(viewURL(r), getKey());
+      const html = await timed(viewURL(r));
       if (my !== seq) return;
       view.innerHTML = html;
       known = rowIDs();
@@ -142,10 +143,25 @@
     }
   }
 
+  // lastCost is how long the last answer of this view took. A view that
+  // is costly to make (a day of percentiles over a big store) is polled
+  // less often, so that an open tab never keeps the gateway's store busy
+  // for more than a tenth of the time.
+  let lastCost = 0;
+
   function schedule(my) {
     const every = POLL[current && current.view];
     if (!every || !view.querySelector('[data-live]')) return;
-    timer = setTimeout(() => poll(my), every);
+    timer = setTimeout(() => poll(my), Math.max(every, 10 * lastCost));
+  }
+
+  async function timed(url) {
+    const start = performance.now();
+    try {
+      return await get(url, getKey());
+    } finally {
+      lastCost = performance.now() - start;
+    }
   }
 
   // poll refreshes the parts of the view marked data-live, leaving the
@@ -159,7 +175,7 @@
       return;
     }
     try {
-      const html = await get(viewURL(current), getKey());
+      const html = await timed(viewURL(current));
       if (my !== seq) return;
       const tpl = document.createElement('template');
       tpl.innerHTML = html;
@@ -236,19 +252,24 @@
     showLogin('Signed out.');
   });
 
+  // `ttfx demo` can print /ui/#key=KEY: take the key from the fragment
+  // (never sent to the server, so never in a log), then drop it from the
+  // address and the history.
+  function keyFromHash() {
+    const m = location.hash.match(/^#key=([^&]+)/);
+    if (!m) return false;
+    history.replaceState(null, '', location.pathname + '#/overview');
+    login(decodeURIComponent(m[1]));
+    return true;
+  }
+
   window.addEventListener('hashchange', () => {
+    if (keyFromHash()) return;
     if (getKey()) show();
   });
 
-  // `ttfx demo` prints /ui/#key=KEY: take the key from the fragment (never
-  // sent to the server, so never in a log), then drop it from the address.
-  const m = location.hash.match(/^#key=([^&]+)/);
-  if (m) {
-    history.replaceState(null, '', location.pathname + '#/overview');
-    login(decodeURIComponent(m[1]));
-  } else if (getKey()) {
-    login(getKey(), true);
-  } else {
-    showLogin('');
+  if (!keyFromHash()) {
+    if (getKey()) login(getKey(), true);
+    else showLogin('');
   }
 })();
