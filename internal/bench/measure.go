@@ -88,7 +88,14 @@ func (m *measurement) at(t time.Time) timeline.Offset { return timeline.At(t.Sub
 // request that failed before it was written), the origin is the moment
 // just before http.Client.Do. Nothing of the prompt or the response text is
 // kept.
-func (c *Client) Do(ctx context.Context, body []byte) Row {
+func (c *Client) Do(ctx context.Context, body []byte) Row { return c.DoAt(ctx, body, time.Time{}) }
+
+// DoAt is Do for a request due at a given time: it prepares the request,
+// waits until due and only then sends it, so that an open-loop schedule
+// loses nothing to building requests or starting goroutines (the rate
+// mode starts each request's goroutine shortly before it is due). A zero
+// due sends at once.
+func (c *Client) DoAt(ctx context.Context, body []byte, due time.Time) Row {
 	parent := ctx
 	if c.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -98,7 +105,8 @@ func (c *Client) Do(ctx context.Context, body []byte) Row {
 	m := &measurement{}
 	for attempt := 0; ; attempt++ {
 		m.row.Attempts++
-		retry := c.attempt(ctx, parent, body, m)
+		retry := c.attempt(ctx, parent, body, m, due)
+		due = time.Time{}
 		if !retry || attempt >= c.Retry.Max || ctx.Err() != nil {
 			break
 		}
@@ -153,7 +161,7 @@ func (r Retry) retryable(status string, code int) bool {
 
 // attempt makes one attempt. It reports whether the policy asks for a
 // retry: only failures that happened before any of the body was used.
-func (c *Client) attempt(ctx, parent context.Context, body []byte, m *measurement) (retry bool) {
+func (c *Client) attempt(ctx, parent context.Context, body []byte, m *measurement, due time.Time) (retry bool) {
 	// Each attempt starts from a clean row: only the last attempt's
 	// outcome is reported (with the count of attempts).
 	m.row = Row{Attempts: m.row.Attempts}
@@ -185,6 +193,16 @@ func (c *Client) attempt(ctx, parent context.Context, body []byte, m *measuremen
 		},
 	}
 	req = req.WithContext(httptrace.WithClientTrace(ctx, trace))
+	if !due.IsZero() {
+		if wait := due.Sub(c.now()); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+	}
 	start := c.now()
 	first := m.start.IsZero()
 	if first {

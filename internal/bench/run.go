@@ -264,6 +264,7 @@ func (p *Plan) phase(ctx context.Context, now timeline.Clock, base, n int, d tim
 			slots = make(chan struct{}, p.Load.MaxInflight)
 		}
 		gap := time.Duration(float64(time.Second) / p.Load.Rate)
+		const lead = 2 * time.Millisecond
 		var at time.Duration // the next arrival, from start
 		timer := time.NewTimer(time.Hour)
 		timer.Stop()
@@ -280,7 +281,10 @@ func (p *Plan) phase(ctx context.Context, now timeline.Clock, base, n int, d tim
 			if !stopAt.IsZero() && !due.Before(stopAt) {
 				break
 			}
-			if wait := due.Sub(now()); wait > 0 {
+			// The request's goroutine starts lead before it is due and
+			// waits for it itself (Client.DoAt), so that neither starting
+			// a goroutine nor building the request delays it.
+			if wait := due.Add(-lead).Sub(now()); wait > 0 {
 				timer.Reset(wait)
 				select {
 				case <-timer.C:
@@ -303,7 +307,7 @@ func (p *Plan) phase(ctx context.Context, now timeline.Clock, base, n int, d tim
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				finish(j, due, p.Client.Do(ctx, j.body))
+				finish(j, due, p.Client.DoAt(ctx, j.body, due))
 				if slots != nil {
 					<-slots
 				}
