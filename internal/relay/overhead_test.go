@@ -39,6 +39,7 @@ import (
 	"io"
 	"log"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -79,6 +80,8 @@ type ohRig struct {
 
 	simLive   atomic.Int64 // requests the simulator is serving now
 	proxyLive atomic.Int64 // requests the reverse proxy is serving now
+	simConns  atomic.Int64 // connections the simulator accepted
+	hopConns  atomic.Int64 // connections the gateway and the proxy accepted
 	sent      sync.Map     // model name → ohSent, when timed
 }
 
@@ -122,7 +125,7 @@ func newOverheadRig(tb testing.TB, p sim.Profile, timed bool) *ohRig {
 			}
 		},
 	})
-	simSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	simSrv := startServer(tb, &r.simConns, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.simLive.Add(1)
 		defer r.simLive.Add(-1)
 		if !timed {
@@ -142,7 +145,6 @@ func newOverheadRig(tb testing.TB, p sim.Profile, timed bool) *ohRig {
 			r.sent.Store(m.Model, ohSent{info: v.(sim.Info), flushes: fc.at})
 		}
 	}))
-	tb.Cleanup(simSrv.Close)
 
 	// The gateway as gateway() builds it, with its transport kept (to
 	// drop idle connections between phases) and a recorder that only
@@ -158,8 +160,7 @@ func newOverheadRig(tb testing.TB, p sim.Profile, timed bool) *ohRig {
 	})
 	mux := http.NewServeMux()
 	r.gw.Register(mux)
-	gwSrv := httptest.NewServer(mux)
-	tb.Cleanup(gwSrv.Close)
+	gwSrv := startServer(tb, &r.hopConns, mux)
 
 	// The bare proxy gets the same upstream transport settings as the
 	// gateway, so the two differ only in what they do per request and
@@ -172,12 +173,11 @@ func newOverheadRig(tb testing.TB, p sim.Profile, timed bool) *ohRig {
 		FlushInterval: -1,
 		ErrorLog:      log.New(io.Discard, "", 0), // cancelled streams are expected
 	}
-	proxySrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	proxySrv := startServer(tb, &r.hopConns, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.proxyLive.Add(1)
 		defer r.proxyLive.Add(-1)
 		rp.ServeHTTP(w, req)
 	}))
-	tb.Cleanup(proxySrv.Close)
 
 	r.clientTr = &http.Transport{MaxIdleConnsPerHost: 1024, DisableCompression: true, IdleConnTimeout: 90 * time.Second}
 	r.client = &http.Client{Transport: r.clientTr}
@@ -192,6 +192,20 @@ func newOverheadRig(tb testing.TB, p sim.Profile, timed bool) *ohRig {
 		{name: "proxy", tag: "p", base: proxySrv.URL, key: "any"},
 	}
 	return r
+}
+
+// startServer serves h over loopback until the test ends, counting the
+// connections it accepts in conns.
+func startServer(tb testing.TB, conns *atomic.Int64, h http.Handler) *httptest.Server {
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	tb.Cleanup(srv.Close)
+	return srv
 }
 
 // stream sends one streaming chat request along p and reads the response
@@ -507,14 +521,15 @@ type ohCounter struct {
 
 // ohSnap is the process's state at one moment of a saturation window.
 type ohSnap struct {
-	at               time.Time
-	events, requests int64
-	cpu              time.Duration
-	mallocs, bytes   uint64
+	at                 time.Time
+	simConns, hopConns int64
+	events, requests   int64
+	cpu                time.Duration
+	mallocs, bytes     uint64
 }
 
-func snapshot(counters []ohCounter) ohSnap {
-	var s ohSnap
+func (r *ohRig) snapshot(counters []ohCounter) ohSnap {
+	s := ohSnap{simConns: r.simConns.Load(), hopConns: r.hopConns.Load()}
 	for i := range counters {
 		s.events += counters[i].events.Load()
 		s.requests += counters[i].requests.Load()
@@ -615,9 +630,14 @@ func saturate(b *testing.B, streams, tokens int) {
 			}
 			runtime.GC()
 			time.Sleep(ramp)
-			start := snapshot(counters)
+			start := rig.snapshot(counters)
 			time.Sleep(window)
-			end := snapshot(counters)
+			end := rig.snapshot(counters)
+			if sc, hc := end.simConns-start.simConns, end.hopConns-start.hopConns; sc+hc > 0 {
+				// Keep-alive should carry every request of the window:
+				// new connections are set-up work the figures include.
+				b.Logf("%s: %d new connections to the simulator and %d to the hop during the window (%d requests done)", p.name, sc, hc, end.requests-start.requests)
+			}
 			cancel()
 			wg.Wait()
 			rig.quiesce(b)
@@ -690,27 +710,50 @@ func liveMem() ohMem {
 }
 
 // BenchmarkOverheadMemory measures what an open stream holds: 256 streams
-// along one path at a time, on a profile that streams slowly (text from
-// the start, then 2 t/s), each held open past its first text event; the
+// along one path at a time, each held open at a point of its stream; the
 // live heap and goroutine stacks after a GC, minus the same before the
 // streams opened (idle connections dropped both times), divided by the
 // streams. Every open stream costs the client and the simulator their
 // part; *_added_B/stream subtracts the direct path's, leaving the hop's
 // own (its server-side connection, its upstream connection and its
-// per-request state).
+// per-request state). Two points of a stream:
+//
+//   - first-text: text from the start at 2 t/s, measured once each
+//     stream's first text event has arrived (a stream that just started);
+//   - 1000-tokens: 1000 tokens at once, then nothing until the end is due a
+//     minute later, measured once the last token has arrived (a long
+//     answer in progress: what the relay keeps of a stream as it grows,
+//     such as the visible text it counts tokens over, shows here).
 func BenchmarkOverheadMemory(b *testing.B) {
+	b.Run("first-text", func(b *testing.B) {
+		holdStreams(b, sim.Profile{TextMs: sim.Ms(0), VisibleTokens: 400, TPS: 2}, 0)
+	})
+	b.Run("1000-tokens", func(b *testing.B) {
+		holdStreams(b, sim.Profile{TextMs: sim.Ms(0), VisibleTokens: 1000, TPS: 1e9, EndMs: sim.Ms(60_000)}, 999)
+	})
+}
+
+// holdStreams measures streams held open once text token readyAt (from 0)
+// has arrived.
+func holdStreams(b *testing.B, prof sim.Profile, readyAt int) {
 	const streams = 256
-	prof := sim.Profile{TextMs: sim.Ms(0), VisibleTokens: 400, TPS: 2}
 	sched, err := prof.Schedule()
 	if err != nil {
 		b.Fatal(err)
 	}
-	firstText := -1
+	// The client's event number of text token readyAt: one event per step.
+	readyEvent, texts := -1, 0
 	for i, st := range sched.Steps {
 		if st.Kind == "text" {
-			firstText = i
-			break
+			if texts == readyAt {
+				readyEvent = i
+				break
+			}
+			texts++
 		}
+	}
+	if readyEvent < 0 {
+		b.Fatalf("the profile sends no text token %d", readyAt)
 	}
 	rig := newOverheadRig(b, prof, false)
 
@@ -733,7 +776,7 @@ func BenchmarkOverheadMemory(b *testing.B) {
 				go func() {
 					defer wg.Done()
 					_, err := rig.stream(ctx, p, "idle", func(n int, pc *sse.Piece) {
-						if n == firstText {
+						if n == readyEvent {
 							ready <- nil
 						}
 					})
