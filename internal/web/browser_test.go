@@ -225,6 +225,9 @@ func TestBrowser(t *testing.T) {
 	}
 	wg.Wait()
 	waitFor("traces appear live", `['trace-a','trace-b','trace-c'].every(m => document.querySelector('tr[data-model="'+m+'"]'))`, 20*time.Second)
+	// The refreshed part carries its own scale: trace C's 20.4 s makes the
+	// shared axis 0–25 s.
+	waitFor("scale follows rows", `document.querySelector('#view .window').textContent.includes('0–25,000 ms')`, 5*time.Second)
 	if eval("same document", `window.__sameDocument === true`) != true {
 		t.Error("the page reloaded to show new requests")
 	}

@@ -406,7 +406,7 @@ func TestRequestsPaging(t *testing.T) {
 		if a.status != 200 {
 			t.Fatalf("page %d: %d %s", page, a.status, a.body)
 		}
-		if live := strings.Contains(a.body, `data-live id="req-rows"`); live != (page == 0) {
+		if live := strings.Contains(a.body, `data-live id="req-live"`); live != (page == 0) {
 			t.Errorf("page %d: live %v", page, live)
 		}
 		ids := rowRE.FindAllStringSubmatch(a.body, -1)
