@@ -233,6 +233,8 @@ func (h *Handler) view(fn viewFunc) http.HandlerFunc {
 			h.writeErr(w, r, err)
 			return
 		}
+		// The session view answers JSON; every other view is an HTML
+		// fragment, which never starts with '{'.
 		ct := "text/html; charset=utf-8"
 		if len(body) > 0 && body[0] == '{' {
 			ct = "application/json"
