@@ -141,6 +141,8 @@ type Log struct {
 // Metrics configures GET /metrics.
 type Metrics struct {
 	KeyEnv string `yaml:"key_env"` // when set, /metrics requires this bearer key
+	// Key is resolved from KeyEnv by Load.
+	Key string `yaml:"-"`
 	// MaxModels bounds the distinct model label values; others are "other".
 	MaxModels int `yaml:"max_models"`
 }
@@ -238,6 +240,11 @@ func (c *Config) resolve(getenv func(string) string) error {
 		k.Secret = getenv(k.KeyEnv)
 		if k.Secret == "" {
 			return fmt.Errorf("key %q: environment variable %s is empty or unset", k.Name, k.KeyEnv)
+		}
+	}
+	if c.Metrics.KeyEnv != "" {
+		if c.Metrics.Key = getenv(c.Metrics.KeyEnv); c.Metrics.Key == "" {
+			return fmt.Errorf("metrics.key_env: environment variable %s is empty or unset", c.Metrics.KeyEnv)
 		}
 	}
 	if c.UserHashKeyEnv != "" {

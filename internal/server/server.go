@@ -247,6 +247,16 @@ func (s *Server) closeAll() {
 		<-s.retentionDone
 		s.stopRetention = nil
 	}
+	// The relay is done: flush the request log and the OTLP export, then
+	// drain the record queue.
+	if s.recorders != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := s.closeTelemetry(ctx); err != nil {
+			s.log.Error("close telemetry", "err", err)
+		}
+		cancel()
+		s.recorders = nil
+	}
 	if s.writer != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := s.writer.Close(ctx); err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 
@@ -22,12 +21,7 @@ import (
 // atomic adds); the request log and the OTLP export go through a
 // telemetry.Queue, so a slow log pipe or collector never holds a client.
 func (s *Server) setupTelemetry(mux *http.ServeMux) error {
-	key := ""
-	if env := s.cfg.Metrics.KeyEnv; env != "" {
-		if key = os.Getenv(env); key == "" {
-			return fmt.Errorf("metrics.key_env: environment variable %s is empty or unset", env)
-		}
-	}
+	key := s.cfg.Metrics.Key
 	models := telemetry.NewModels(exactModels(s), s.cfg.Metrics.MaxModels)
 
 	sink := &telemetrySink{}

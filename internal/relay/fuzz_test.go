@@ -1,0 +1,76 @@
+package relay
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http/httptest"
+	"testing"
+)
+
+// FuzzParseRequest feeds client request bodies (network bytes) to the
+// parser of every endpoint: it must never panic, and a body it accepts
+// must still be valid JSON after the gateway's rewrite.
+func FuzzParseRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","stream":true,"messages":[]}`,
+		`{"model":"m","stream":true,"stream_options":{"include_usage":false}}`,
+		`{"model":"m","stream":true,"stream_options":null,"user":"u"}`,
+		`{"model":"m","stream":"yes"}`,
+		`{"model":"m","metadata":{"user_id":"x"}}`,
+		`{"contents":[]}`, `[]`, `{`, ``, `{"model":1}`,
+	} {
+		f.Add([]byte(s), uint8(0))
+	}
+	f.Fuzz(func(t *testing.T, body []byte, which uint8) {
+		ep := endpoints[int(which)%len(endpoints)]
+		path := "/v1/x"
+		if ep.api == apiGemini {
+			path = "/v1beta/models/m:streamGenerateContent?alt=sse"
+		}
+		r := httptest.NewRequest("POST", path, bytes.NewReader(body))
+		if ep.api == apiGemini {
+			r.SetPathValue("target", "m:streamGenerateContent")
+		}
+		cr, herr := parseRequest(ep, r, body)
+		if herr != nil {
+			if herr.Code < 400 || herr.Code > 499 || herr.Msg == "" {
+				t.Fatalf("bad input answered %d %q", herr.Code, herr.Msg)
+			}
+			return
+		}
+		if cr.injected && !json.Valid(cr.body) {
+			t.Fatalf("rewritten body is not JSON: %q", cr.body)
+		}
+		if ep.api != apiModels && ep.api != apiGemini && cr.model == "" {
+			t.Fatalf("accepted a body without a model: %q", body)
+		}
+	})
+}
+
+// FuzzStripUsageNull: the rewrite either leaves an event alone or removes
+// exactly the trailing `,"usage":null` member.
+func FuzzStripUsageNull(f *testing.F) {
+	f.Add([]byte("data: {\"a\":1,\"usage\":null}\n\n"))
+	f.Add([]byte("data: {\"a\":1,\"usage\":null}\r\n\r\n"))
+	f.Add([]byte("data: {\"usage\":null}\n\n"))
+	f.Add([]byte("data: [DONE]\n\n"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		x := &exchange{}
+		in := bytes.Clone(raw)
+		out := x.stripUsageNull(raw)
+		if !bytes.Equal(raw, in) {
+			t.Fatal("input modified")
+		}
+		if bytes.Equal(out, raw) {
+			return
+		}
+		if len(out) != len(raw)-len(`,"usage":null`) {
+			t.Fatalf("removed %d bytes", len(raw)-len(out))
+		}
+		i := bytes.LastIndex(raw, []byte(`,"usage":null}`))
+		want := append(bytes.Clone(raw[:i]), raw[i+len(`,"usage":null`):]...)
+		if !bytes.Equal(out, want) {
+			t.Fatalf("strip(%q) = %q, want %q", raw, out, want)
+		}
+	})
+}
