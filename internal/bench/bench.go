@@ -112,6 +112,11 @@ func Setup(o Options) (Plan, Conditions, error) {
 		if load.Arrival != ArrivalConstant && load.Arrival != ArrivalPoisson {
 			return Plan{}, c, fmt.Errorf("arrival: want constant or poisson, got %q", o.Arrival)
 		}
+		if load.Arrival == ArrivalConstant {
+			// A constant schedule has no randomness: its seed is not a
+			// condition.
+			load.ArrivalSeed = 0
+		}
 		if load.MaxInflight <= 0 {
 			load.MaxInflight = 10000
 		}

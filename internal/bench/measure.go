@@ -175,12 +175,13 @@ func (c *Client) attempt(ctx, parent context.Context, body []byte, m *measuremen
 	// WroteRequest runs on the transport's writer goroutine and may race
 	// with Do returning (a server may answer before reading the body), so
 	// the time is handed over under a lock.
-	var mu sync.Mutex
+	var mu sync.Mutex // guards wrote and reused
 	var wrote time.Time
+	var reused bool
 	trace := &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) {
 			mu.Lock()
-			m.row.ConnReused = info.Reused
+			reused = info.Reused
 			mu.Unlock()
 		},
 		WroteRequest: func(info httptrace.WroteRequestInfo) {
@@ -212,6 +213,7 @@ func (c *Client) attempt(ctx, parent context.Context, body []byte, m *measuremen
 	headersAt := c.now()
 	mu.Lock()
 	w := wrote
+	m.row.ConnReused = reused
 	mu.Unlock()
 	if first {
 		m.origin = start

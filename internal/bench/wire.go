@@ -68,10 +68,12 @@ func (w *Wire) Route() string {
 	return http.MethodPost + " " + u.Path
 }
 
-// URL returns the endpoint URL, query included.
+// url returns the endpoint URL. A query on the base URL is kept (some
+// deployments need one, such as an api-version); it is not part of Route
+// and not recorded.
 func (w *Wire) url() *url.URL {
 	u := *w.Base
-	u.RawQuery, u.Fragment, u.User = "", "", nil
+	u.Fragment, u.User = "", nil
 	base := strings.TrimRight(u.Path, "/")
 	var p string
 	switch w.API {
@@ -82,7 +84,9 @@ func (w *Wire) url() *url.URL {
 		method := ":generateContent"
 		if w.Stream {
 			method = ":streamGenerateContent"
-			u.RawQuery = "alt=sse"
+			q := u.Query()
+			q.Set("alt", "sse")
+			u.RawQuery = q.Encode()
 		}
 		p = base + "/models/" + url.PathEscape(strings.TrimPrefix(w.Model, "models/")) + method
 	default:

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ttfx/ttfx/internal/protocol"
 )
@@ -139,5 +140,57 @@ func TestLoadTools(t *testing.T) {
 		if _, _, err := LoadTools("t.json", []byte(bad)); err == nil {
 			t.Errorf("%s accepted", bad)
 		}
+	}
+}
+
+func TestWireKeepsBaseQuery(t *testing.T) {
+	u, _ := url.Parse("https://x.example.com/openai/v1?api-version=preview")
+	w := &Wire{API: protocol.OpenAIChat, Base: u, Model: "m"}
+	req, _ := w.NewRequest(context.Background(), []byte(`{}`))
+	if req.URL.String() != "https://x.example.com/openai/v1/chat/completions?api-version=preview" {
+		t.Errorf("url %s", req.URL)
+	}
+	if w.Route() != "POST /openai/v1/chat/completions" {
+		t.Errorf("route %q", w.Route())
+	}
+}
+
+func TestSetupErrors(t *testing.T) {
+	good := Options{URL: "http://127.0.0.1:1", API: "openai.chat", Model: "m", Concurrency: 1, Requests: 1, InputTokensMean: 10}
+	if _, c, err := Setup(good); err != nil || c.Load.Mode != ModeConcurrency || c.Machines != 1 || c.Labels == nil {
+		t.Fatalf("good options: %v %+v", err, c)
+	}
+	cases := map[string]func(o *Options){
+		"no api":               func(o *Options) { o.API = "openai" },
+		"key in url":           func(o *Options) { o.URL = "http://127.0.0.1:1/?key=secret" },
+		"credentials in url":   func(o *Options) { o.URL = "http://u:p@127.0.0.1:1" },
+		"both loads":           func(o *Options) { o.Rate = 5 },
+		"no load":              func(o *Options) { o.Concurrency = 0 },
+		"both samples":         func(o *Options) { o.Duration = time.Second },
+		"no sample":            func(o *Options) { o.Requests = 0 },
+		"bad arrival":          func(o *Options) { o.Concurrency, o.Rate, o.Arrival = 0, 5, "bursty" },
+		"arrival without rate": func(o *Options) { o.Arrival = "poisson" },
+		"retries without on":   func(o *Options) { o.Retry.Max = 2 },
+		"unknown retry-on":     func(o *Options) { o.Retry = Retry{Max: 1, On: []string{"everything"}} },
+		"bad top_p":            func(o *Options) { v := 1.5; o.Sampling.TopP = &v },
+		"no prompt":            func(o *Options) { o.InputTokensMean = 0 },
+		"bad tools":            func(o *Options) { o.ToolsFile, o.ToolsJSON = "t.json", []byte(`{}`) },
+	}
+	for name, change := range cases {
+		o := good
+		change(&o)
+		if _, _, err := Setup(o); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	// A constant schedule's seed is not a condition; a Poisson one's is.
+	o := good
+	o.Concurrency, o.Rate, o.ArrivalSeed = 0, 5, 9
+	if _, c, _ := Setup(o); c.Load.ArrivalSeed != 0 || c.Load.Arrival != ArrivalConstant {
+		t.Errorf("constant load %+v", c.Load)
+	}
+	o.Arrival = ArrivalPoisson
+	if _, c, _ := Setup(o); c.Load.ArrivalSeed != 9 {
+		t.Errorf("poisson load %+v", c.Load)
 	}
 }
