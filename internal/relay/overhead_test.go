@@ -341,9 +341,10 @@ func usOf(d time.Duration) float64 { return float64(d) / float64(time.Microsecon
 // first visible text and to every event, with profiles whose small real
 // delays make the simulator wait between events, so that each event
 // crosses the hop on its own, as a model's do: headers and the role chunk
-// at 5 ms, text from 10 ms at 1000 t/s, one token per event; 200 tokens
-// for the per-event figures (20 rounds), 5 tokens for the time to first
-// text (200 rounds, so that its p99 is not just the maximum).
+// at 5 ms, text from 10 ms at 1000 t/s, one token per event; 20 rounds
+// of 200 tokens, which give most of the per-event samples, and 200 rounds
+// of 5 tokens, so that the time to first text has 220 samples per path
+// and its p99 is not just the maximum.
 //
 // A round sends one request along each path, one after the other, in an
 // order that rotates from round to round, so that all three see the same
