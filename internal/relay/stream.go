@@ -54,7 +54,26 @@ func (x *exchange) relayStream(a *attempt) (retry bool) {
 	rc := http.NewResponseController(x.w)
 	idle := a.after(to.Idle, errIdleTimeout)
 	var readErr, writeErr error
-	for {
+	// Each event is written the moment it is parsed and flushed before the
+	// reader waits for upstream bytes: events that arrived in one read go
+	// out in one flush (one syscall, one chunk), and none waits for the next.
+	dirty, textPending := false, false
+	flush := func() {
+		if !dirty || writeErr != nil {
+			return
+		}
+		dirty = false
+		if err := rc.Flush(); err != nil {
+			writeErr = err
+			return
+		}
+		if textPending {
+			textPending = false
+			x.tl.MarkTextSent()
+		}
+	}
+	rd.OnWait(flush)
+	for writeErr == nil {
 		p, err := rd.Next()
 		if err != nil {
 			if err != io.EOF {
@@ -92,14 +111,10 @@ func (x *exchange) relayStream(a *attempt) (retry bool) {
 			writeErr = err
 			break
 		}
-		if err := rc.Flush(); err != nil {
-			writeErr = err
-			break
-		}
-		if firstText {
-			x.tl.MarkTextSent()
-		}
+		dirty = true
+		textPending = textPending || firstText
 	}
+	flush()
 	x.tl.Mark(timeline.T6)
 	x.streamOutcome(st)
 

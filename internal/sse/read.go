@@ -117,6 +117,8 @@ type Reader struct {
 
 	piece     Piece
 	malformed int // pieces yielded as PieceMalformed
+
+	onWait func() // called before each Read of r, which may block
 }
 
 // NewReader returns a Reader of r. maxEventBytes bounds one line or event;
@@ -131,6 +133,12 @@ func NewReader(r io.Reader, maxEventBytes int) *Reader {
 	}
 	return &Reader{r: r, max: maxEventBytes, buf: make([]byte, 0, initial), atStart: true, typLen: -1, idLen: -1}
 }
+
+// OnWait sets a function the Reader calls before each Read of the
+// underlying reader — the only place it may block. A relay flushes there:
+// events that arrived together are written out together, and nothing is
+// held while the Reader waits for more.
+func (r *Reader) OnWait(f func()) { r.onWait = f }
 
 // LastEventID returns the stream's last event id buffer (the standard's
 // "last event ID"), valid until the next call to Next.
@@ -181,6 +189,9 @@ func (r *Reader) fill() {
 		nb := make([]byte, len(r.buf), newCap)
 		copy(nb, r.buf)
 		r.buf = nb
+	}
+	if r.onWait != nil {
+		r.onWait()
 	}
 	n, err := r.r.Read(r.buf[len(r.buf):cap(r.buf)])
 	if n < 0 || n > cap(r.buf)-len(r.buf) {
