@@ -604,3 +604,19 @@ func TestServerTiming(t *testing.T) {
 	}
 	_ = timeline.T0
 }
+
+// TestIdleTimeoutRearms: a stream whose events come more often than the
+// idle timeout is never cut, however long it lasts.
+func TestIdleTimeoutRearms(t *testing.T) {
+	profiles := map[string]sim.Profile{"steady": {HeadersMs: 10, TextMs: sim.Ms(20), VisibleTokens: 12, TPS: 5}}
+	up, _ := upstream(t, profiles)
+	to := fastTimeouts
+	to.Idle = 450 * time.Millisecond
+	gw, recs := gateway(t, channel("c", "openai", up.URL, to))
+	resp, _ := do(t, gw.URL, clientKey, call{"chat", "steady", true})
+	rec := recs.get(t, resp.Header.Get("X-Request-Id"))
+	if rec.Status != record.StatusOK {
+		t.Fatalf("status %s (%s), want ok: events 200 ms apart under a 450 ms idle timeout", rec.Status, rec.Error)
+	}
+	near(t, "steady upstream_done_ms", rec.UpstreamDoneMs, 20+11*200)
+}

@@ -52,7 +52,7 @@ func (x *exchange) relayStream(a *attempt) (retry bool) {
 	st := protocol.NewStream(x.ep.classify)
 	rd := sse.NewReader(a.resp.Body, x.g.opts.MaxEventBytes)
 	rc := http.NewResponseController(x.w)
-	idle := a.after(to.Idle, errIdleTimeout)
+	idle := a.idleTimer(x.g.opts.Now, to.Idle)
 	var readErr, writeErr error
 	// Each event is written the moment it is parsed and flushed before the
 	// reader waits for upstream bytes: events that arrived in one read go
@@ -82,7 +82,7 @@ func (x *exchange) relayStream(a *attempt) (retry bool) {
 			break
 		}
 		now := x.tl.Now()
-		idle.Reset(to.Idle)
+		idle.activity(now)
 		res := st.Piece(p)
 		if p.Kind == sse.PieceIncomplete {
 			// A block cut by a failed read: a client cannot use half an

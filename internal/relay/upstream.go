@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ttfx/ttfx/internal/record"
@@ -44,6 +45,44 @@ func (a *attempt) after(d time.Duration, cause error) *time.Timer {
 	t := time.AfterFunc(d, func() { a.cancel(cause) })
 	a.timers = append(a.timers, t)
 	return t
+}
+
+// idleWatch cancels an attempt whose stream has been idle for longer than
+// its limit. The relay only notes the time of each event (an atomic
+// store); the timer re-arms itself for what is left of the limit when it
+// fires early, so no timer is reset per event. Times are kept as offsets
+// from base on the gateway's clock, so they keep its monotonic reading.
+type idleWatch struct {
+	now   func() time.Time
+	base  time.Time
+	last  atomic.Int64 // time.Duration since base of the last event
+	limit time.Duration
+	timer *time.Timer
+}
+
+// activity notes an event at now (a reading of the same clock).
+func (w *idleWatch) activity(now time.Time) { w.last.Store(int64(now.Sub(w.base))) }
+
+// idleTimer starts watching the attempt's stream for silences over limit.
+func (a *attempt) idleTimer(now func() time.Time, limit time.Duration) *idleWatch {
+	w := &idleWatch{now: now, base: now(), limit: limit}
+	// The timer is made stopped-in-effect and armed only once w.timer is
+	// set, so the callback never sees it unset.
+	w.timer = time.AfterFunc(time.Duration(1<<62), w.fire(a))
+	w.timer.Reset(limit)
+	a.timers = append(a.timers, w.timer)
+	return w
+}
+
+func (w *idleWatch) fire(a *attempt) func() {
+	return func() {
+		quiet := w.now().Sub(w.base) - time.Duration(w.last.Load())
+		if quiet < w.limit {
+			w.timer.Reset(w.limit - quiet)
+			return
+		}
+		a.cancel(errIdleTimeout)
+	}
 }
 
 // relay tries the channels in order until one answers, then relays it.
