@@ -172,7 +172,7 @@ func Run(ctx context.Context, opts Options) error {
 	fmt.Fprintf(out, "  curl -H 'Authorization: Bearer %s' %s/api/requests?label=generation_slow\n", demoKey, srv.URL())
 	fmt.Fprintf(out, "  curl -H 'Authorization: Bearer %s' '%s/api/stats?group_by=model'\n", demoKey, srv.URL())
 	fmt.Fprintf(out, "  curl %s/metrics\n", srv.URL())
-	fmt.Fprintf(out, "  dashboard: %s/ui/  (log in with %s)\n", srv.URL(), demoKey)
+	fmt.Fprintf(out, "  dashboard: %s/ui/#key=%s  (signs in with the demo admin key)\n", srv.URL(), demoKey)
 	if opts.Stay {
 		fmt.Fprintln(out, "\nthe demo gateway keeps serving until you press Ctrl-C")
 	} else {
