@@ -2,15 +2,11 @@ package api
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,6 +16,7 @@ import (
 	"github.com/ttfx/ttfx/internal/auth"
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/store"
+	"github.com/ttfx/ttfx/internal/testenv"
 	"github.com/ttfx/ttfx/internal/timeline"
 )
 
@@ -37,42 +34,7 @@ func openSQLite(t testing.TB) store.Store {
 
 // postgresDSN returns a DSN with a fresh schema of its own, or skips
 // (fails under TTFX_REQUIRE_ALL=1) without TTFX_TEST_POSTGRES.
-func postgresDSN(t testing.TB) string {
-	t.Helper()
-	dsn := os.Getenv("TTFX_TEST_POSTGRES")
-	if dsn == "" {
-		if os.Getenv("TTFX_REQUIRE_ALL") == "1" {
-			t.Fatal("TTFX_TEST_POSTGRES is not set and TTFX_REQUIRE_ALL=1: run `eval \"$(bash scripts/ci-postgres.sh)\"` first")
-		}
-		t.Skip("PostgreSQL tests need TTFX_TEST_POSTGRES (a DSN); `eval \"$(bash scripts/ci-postgres.sh)\"` sets it")
-	}
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "ttfx_api_" + hex.EncodeToString(b[:])
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec("CREATE SCHEMA " + schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		db, err := sql.Open("pgx", dsn)
-		if err == nil {
-			db.Exec("DROP SCHEMA " + schema + " CASCADE")
-			db.Close()
-		}
-	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+func postgresDSN(t testing.TB) string { return testenv.PostgresSchema(t) }
 
 func rec(id, group, key string, at time.Time) record.Record {
 	return record.Record{

@@ -2,15 +2,12 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"fmt"
-	"net/url"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/ttfx/ttfx/internal/testenv"
 
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/timeline"
@@ -55,69 +52,18 @@ func openTestSQLite(t testing.TB) (Store, string) {
 	return s, dsn
 }
 
-// postgresDSN returns the test server's DSN, or skips (fails under
-// TTFX_REQUIRE_ALL=1) when there is none.
-func postgresDSN(t testing.TB) string {
-	t.Helper()
-	dsn := os.Getenv("TTFX_TEST_POSTGRES")
-	if dsn == "" {
-		if os.Getenv("TTFX_REQUIRE_ALL") == "1" {
-			t.Fatal("TTFX_TEST_POSTGRES is not set and TTFX_REQUIRE_ALL=1: run `eval \"$(bash scripts/ci-postgres.sh)\"` first")
-		}
-		t.Skip("PostgreSQL tests need TTFX_TEST_POSTGRES (a DSN); `eval \"$(bash scripts/ci-postgres.sh)\"` sets it")
-	}
-	return dsn
-}
-
 // openTestPostgres opens a store in a schema of its own, dropped at the
-// end, so tests do not see each other's records.
+// end, so tests do not see each other's records; it skips (fails under
+// TTFX_REQUIRE_ALL=1) without a test server.
 func openTestPostgres(t testing.TB) (Store, string) {
 	t.Helper()
-	dsn := withSchema(t, postgresDSN(t))
+	dsn := testenv.PostgresSchema(t)
 	s, err := Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatalf("open postgres: %v", err)
 	}
 	t.Cleanup(func() { s.Close() })
 	return s, dsn
-}
-
-// withSchema creates a fresh schema and returns dsn with its search_path.
-func withSchema(t testing.TB, dsn string) string {
-	t.Helper()
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "ttfx_test_" + hex.EncodeToString(b[:])
-	admin, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := admin.ExecContext(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema (is PostgreSQL at TTFX_TEST_POSTGRES up?): %v", err)
-	}
-	t.Cleanup(func() {
-		db, err := sql.Open("pgx", dsn)
-		if err != nil {
-			return
-		}
-		defer db.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := db.ExecContext(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Logf("drop schema %s: %v", schema, err)
-		}
-	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatalf("TTFX_TEST_POSTGRES: %v", err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 var testBase = time.Date(2025, 3, 14, 9, 26, 53, 589793238, time.UTC)

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ttfx/ttfx/internal/testenv"
 )
 
 // cutProxy is a TCP proxy between the store and PostgreSQL that can be cut:
@@ -95,7 +97,7 @@ func (p *cutProxy) restore() {
 // past the queue's bound are counted as dropped, and once the database is
 // back every queued record is written.
 func TestPostgresOutage(t *testing.T) {
-	dsn := withSchema(t, postgresDSN(t))
+	dsn := testenv.PostgresSchema(t)
 	u, err := url.Parse(dsn)
 	if err != nil {
 		t.Fatal(err)

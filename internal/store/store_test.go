@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ttfx/ttfx/internal/testenv"
+
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/timeline"
 )
@@ -457,7 +459,7 @@ func TestConcurrentFirstOpen(t *testing.T) {
 	// the others wait for it and find the schema in place.
 	dsns := map[string]func(t *testing.T) string{
 		"sqlite":   func(t *testing.T) string { return "sqlite:" + t.TempDir() + "/fresh.db" },
-		"postgres": func(t *testing.T) string { return withSchema(t, postgresDSN(t)) },
+		"postgres": func(t *testing.T) string { return testenv.PostgresSchema(t) },
 	}
 	for _, e := range engines() {
 		t.Run(e.name, func(t *testing.T) {

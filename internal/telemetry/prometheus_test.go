@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ttfx/ttfx/internal/testenv"
 )
 
 // prometheusBinary finds Debian's prometheus, or skips — fails under
@@ -25,11 +27,7 @@ func prometheusBinary(t *testing.T) string {
 	if p, err := exec.LookPath("prometheus"); err == nil {
 		return p
 	}
-	const why = "no prometheus binary on PATH (Debian package prometheus; scripts/ci-prometheus.sh installs it)"
-	if os.Getenv("TTFX_REQUIRE_ALL") == "1" {
-		t.Fatal(why + ", and TTFX_REQUIRE_ALL=1")
-	}
-	t.Skip(why)
+	testenv.Missing(t, "the prometheus binary", "Debian package prometheus; `bash scripts/ci-prometheus.sh` installs it")
 	return ""
 }
 

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ttfx/ttfx/internal/testenv"
+
 	"github.com/chromedp/chromedp"
 
 	"github.com/ttfx/ttfx/internal/auth"
@@ -32,10 +34,7 @@ func chromium(t *testing.T) string {
 			return p
 		}
 	}
-	if os.Getenv("TTFX_REQUIRE_ALL") == "1" {
-		t.Fatal("chromium not found and TTFX_REQUIRE_ALL=1: run `bash scripts/ci-chromium.sh` (or set TTFX_CHROMIUM)")
-	}
-	t.Skip("browser tests need chromium: `bash scripts/ci-chromium.sh` installs it (or set TTFX_CHROMIUM)")
+	testenv.Missing(t, "chromium", "`bash scripts/ci-chromium.sh` installs it (or set TTFX_CHROMIUM)")
 	return ""
 }
 
