@@ -313,11 +313,17 @@ func (c *Client) readStream(ctx, parent context.Context, body *countingReader, m
 	if r.FirstResponseMs.Valid() {
 		phase = PhaseMidStream
 	}
+	ev := r.Events
+	recognised := ev.Metadata + ev.Reasoning + ev.Tool + ev.Text + ev.Done + ev.Error
 	switch {
 	case readErr != nil && ctx.Err() != nil:
 		m.fail(end, ctxStatus(ctx, parent), phase, shortError(readErr))
 	case readErr != nil:
 		m.fail(end, StatusReadError, phase, shortError(readErr))
+	case ev.Unknown > 0 && recognised == 0:
+		// Every event was malformed or of another protocol: the usual
+		// cause is a wrong --api, and calling it truncated would mislead.
+		m.fail(end, StatusBadResponse, phase, fmt.Sprintf("no event of the stream parsed as %s (is the api right?)", c.Wire.API))
 	case st.Terminal() == protocol.TerminalError:
 		m.fail(end, StatusResponseError, phase, "in-stream error event")
 	case st.Terminal() == protocol.TerminalTruncated:
