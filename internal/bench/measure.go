@@ -90,12 +90,22 @@ func (m *measurement) at(t time.Time) timeline.Offset { return timeline.At(t.Sub
 // kept.
 func (c *Client) Do(ctx context.Context, body []byte) Row { return c.DoAt(ctx, body, time.Time{}) }
 
-// DoAt is Do for a request due at a given time: it prepares the request,
-// waits until due and only then sends it, so that an open-loop schedule
-// loses nothing to building requests or starting goroutines (the rate
-// mode starts each request's goroutine shortly before it is due). A zero
-// due sends at once.
+// DoAt is Do for a request due at a given time: it waits until due and
+// then sends at once, so that an open-loop schedule loses nothing to
+// starting goroutines (the rate mode starts each request's goroutine
+// shortly before it is due). The timeout runs from due. A zero due sends
+// at once.
 func (c *Client) DoAt(ctx context.Context, body []byte, due time.Time) Row {
+	if !due.IsZero() {
+		if wait := due.Sub(c.now()); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+	}
 	parent := ctx
 	if c.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -105,8 +115,7 @@ func (c *Client) DoAt(ctx context.Context, body []byte, due time.Time) Row {
 	m := &measurement{}
 	for attempt := 0; ; attempt++ {
 		m.row.Attempts++
-		retry := c.attempt(ctx, parent, body, m, due)
-		due = time.Time{}
+		retry := c.attempt(ctx, parent, body, m)
 		if !retry || attempt >= c.Retry.Max || ctx.Err() != nil {
 			break
 		}
@@ -161,7 +170,7 @@ func (r Retry) retryable(status string, code int) bool {
 
 // attempt makes one attempt. It reports whether the policy asks for a
 // retry: only failures that happened before any of the body was used.
-func (c *Client) attempt(ctx, parent context.Context, body []byte, m *measurement, due time.Time) (retry bool) {
+func (c *Client) attempt(ctx, parent context.Context, body []byte, m *measurement) (retry bool) {
 	// Each attempt starts from a clean row: only the last attempt's
 	// outcome is reported (with the count of attempts).
 	m.row = Row{Attempts: m.row.Attempts}
@@ -194,16 +203,6 @@ func (c *Client) attempt(ctx, parent context.Context, body []byte, m *measuremen
 		},
 	}
 	req = req.WithContext(httptrace.WithClientTrace(ctx, trace))
-	if !due.IsZero() {
-		if wait := due.Sub(c.now()); wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-			}
-		}
-	}
 	start := c.now()
 	first := m.start.IsZero()
 	if first {

@@ -120,7 +120,14 @@ func Run(ctx context.Context, p Plan) (Outcome, error) {
 	out.Origin = origin
 	out.Started = time.Now().UTC().Add(origin.Sub(now()))
 	out.Rows = rows
-	out.Interrupted = ctx.Err() != nil
+	// Interrupted: the run was stopped before its sample was complete —
+	// requests were cancelled, or fewer were started than asked for.
+	for i := range rows {
+		out.Interrupted = out.Interrupted || rows[i].Status == StatusCancelled
+	}
+	if ctx.Err() != nil && (p.Requests > 0 && len(rows) < p.Requests || p.Requests == 0 && now().Before(origin.Add(p.Duration))) {
+		out.Interrupted = true
+	}
 	var first, last time.Time
 	for i := range rows {
 		r := &rows[i]
