@@ -19,6 +19,7 @@ import (
 // The official SDKs stream through the gateway unchanged (SPEC.md §11).
 
 func TestOpenAISDK(t *testing.T) {
+	t.Parallel()
 	gw, recs, up, _ := allProtocols(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -90,6 +91,7 @@ func TestOpenAISDK(t *testing.T) {
 }
 
 func TestAnthropicSDK(t *testing.T) {
+	t.Parallel()
 	gw, recs, up, _ := allProtocols(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
