@@ -47,7 +47,10 @@ type GatewayJoin struct {
 // clock synchronisation; its error is the two clocks' rate difference over
 // the interval (parts per million). Where S is unknown, network_client
 // also holds the gateway's flush of the event (microseconds, see the
-// gateway's relay_lag for the first text).
+// gateway's relay_lag for the first text). The gateway takes S after its
+// flush returned, and over loopback the client can have read the bytes by
+// then, so network_client can come out a few microseconds below zero:
+// that is the gateway's write, counted in gateway_ms instead.
 type Split struct {
 	NetworkClientMs timeline.Span `json:"network_client_ms"`
 	GatewayMs       timeline.Span `json:"gateway_ms"`
