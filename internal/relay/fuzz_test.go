@@ -74,3 +74,21 @@ func FuzzStripUsageNull(f *testing.F) {
 		}
 	})
 }
+
+func TestJoinPath(t *testing.T) {
+	tests := []struct{ base, path, want string }{
+		{"", "/v1/chat/completions", "/v1/chat/completions"},
+		{"/", "/v1/chat/completions", "/v1/chat/completions"},
+		{"/v1", "/v1/chat/completions", "/v1/chat/completions"},
+		{"/v1/", "/v1/messages", "/v1/messages"},
+		{"/openai/v1", "/v1/responses", "/openai/v1/responses"},
+		{"/proxy", "/v1/chat/completions", "/proxy/v1/chat/completions"},
+		{"/v1beta", "/v1beta/models/m:generateContent", "/v1beta/models/m:generateContent"},
+		{"/v1", "/v1beta/models/m:generateContent", "/v1/v1beta/models/m:generateContent"},
+	}
+	for _, tt := range tests {
+		if got := joinPath(tt.base, tt.path); got != tt.want {
+			t.Errorf("joinPath(%q, %q) = %q, want %q", tt.base, tt.path, got, tt.want)
+		}
+	}
+}

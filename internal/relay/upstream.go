@@ -293,7 +293,7 @@ func (x *exchange) readErrorBody(a *attempt) []byte {
 func (x *exchange) upstreamRequest(ctx context.Context, ch *route.Channel) (*http.Request, error) {
 	u := *ch.BaseURL
 	path, query, _ := strings.Cut(x.req.upstreamURI, "?")
-	u.Path = strings.TrimSuffix(u.Path, "/") + path
+	u.Path = joinPath(u.Path, path)
 	u.RawPath = ""
 	u.RawQuery = query
 	var body io.Reader
@@ -330,6 +330,19 @@ func (x *exchange) upstreamRequest(ctx context.Context, ch *route.Channel) (*htt
 	}
 	req.Header.Set("X-Request-Id", x.rec.RequestID)
 	return req, nil
+}
+
+// joinPath appends the request path to a channel's base path. A base that
+// already ends in the API's version segment ("https://api.openai.com/v1",
+// as SDKs are configured) does not get it twice.
+func joinPath(base, path string) string {
+	base = strings.TrimSuffix(base, "/")
+	for _, v := range []string{"/v1", "/v1beta"} {
+		if strings.HasSuffix(base, v) && strings.HasPrefix(path, v+"/") {
+			return base + strings.TrimPrefix(path, v)
+		}
+	}
+	return base + path
 }
 
 // forwardHeaders are the client headers the upstream needs; everything else
