@@ -462,12 +462,16 @@ func TestFallback(t *testing.T) {
 	bad := map[string]sim.Profile{"m": {HeadersMs: 30, TextMs: sim.Ms(40), VisibleTokens: 10, TPS: 100, Fault: "status:503"}}
 	slow := map[string]sim.Profile{"m": {HeadersMs: 3000, TextMs: sim.Ms(3010), VisibleTokens: 10, TPS: 100}}
 	good := map[string]sim.Profile{"m": {HeadersMs: 20, TextMs: sim.Ms(30), VisibleTokens: 10, TPS: 100, Seed: 7}}
+	// Headers at once, then not a byte until 3 s: the first-output timeout
+	// fires while nothing has reached the client.
+	silent := map[string]sim.Profile{"m": {HeadersMs: 10, FirstEventMs: 3000, TextMs: sim.Ms(3000), VisibleTokens: 10, TPS: 100}}
 	goodUp, _ := upstream(t, good)
-	for name, first := range map[string]map[string]sim.Profile{"503": bad, "header timeout": slow} {
+	for name, first := range map[string]map[string]sim.Profile{"503": bad, "header timeout": slow, "first output timeout": silent} {
 		t.Run(name, func(t *testing.T) {
 			firstUp, _ := upstream(t, first)
 			to := fastTimeouts
 			to.Headers = 200 * time.Millisecond
+			to.FirstOutput = 300 * time.Millisecond
 			c1 := channel("one", "openai", firstUp.URL, to)
 			c2 := channel("two", "openai", goodUp.URL, to)
 			c2.Priority = 1
@@ -505,6 +509,15 @@ func TestFallback(t *testing.T) {
 			}
 			if name == "header timeout" {
 				near(t, "fallback first_text_delta_ms", rec.FirstTextDeltaMs, 200+30)
+			}
+			if name == "first output timeout" {
+				if a0.Status != record.StatusFirstOutputTimeout || !a0.UpstreamHeadersMs.Valid() {
+					t.Errorf("first attempt %+v", a0)
+				}
+				// The marks are the relayed attempt's, measured from t0.
+				near(t, "fallback first_sse_event_ms", rec.FirstSSEEventMs, 300+20)
+				near(t, "fallback first_text_delta_ms", rec.FirstTextDeltaMs, 300+30)
+				near(t, "fallback upstream_done_ms", rec.UpstreamDoneMs, 300+30+100)
 			}
 		})
 	}

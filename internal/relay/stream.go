@@ -44,9 +44,10 @@ func (x *exchange) commit(a *attempt, stream bool) {
 }
 
 // relayStream forwards an event stream piece by piece: each complete event
-// (or run of comment lines) is written and flushed the moment the parser
-// yields it, so the gateway adds no buffering delay, while the classifier
-// takes the marks t3, t4, t5 at the time the bytes arrived.
+// (or run of comment lines) is written the moment the parser yields it and
+// flushed before the parser next waits for upstream bytes, so the gateway
+// adds no buffering delay, while the classifier takes the marks t3, t4, t5
+// at the time the bytes arrived.
 func (x *exchange) relayStream(a *attempt) (retry bool) {
 	to := a.ch.Timeouts
 	st := protocol.NewStream(x.ep.classify)
@@ -114,8 +115,8 @@ func (x *exchange) relayStream(a *attempt) (retry bool) {
 		dirty = true
 		textPending = textPending || firstText
 	}
+	x.tl.Mark(timeline.T6) // the upstream body ended; cleared again if another attempt follows
 	flush()
-	x.tl.Mark(timeline.T6)
 	x.streamOutcome(st)
 
 	switch {
@@ -124,9 +125,12 @@ func (x *exchange) relayStream(a *attempt) (retry bool) {
 	case readErr != nil:
 		e := x.classifyError(a, readErr, "stream")
 		if !x.committed && retryable(e) {
+			// Nothing reached the client: try the next channel, whose
+			// stream the request-level marks will come from.
 			x.attempts[len(x.attempts)-1].Status = e.Status
 			x.attempts[len(x.attempts)-1].Error = e.Msg
 			x.rec.Status, x.rec.Error = e.Status, e.Msg
+			x.tl.ForgetStream()
 			return true
 		}
 		x.rec.Status, x.rec.Error = e.Status, e.Msg

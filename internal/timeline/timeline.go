@@ -108,6 +108,16 @@ func (t *Timeline) MarkAt(m Mark, at time.Time) bool {
 // Has reports whether m was recorded.
 func (t *Timeline) Has(m Mark) bool { return t.Since(m).Valid() }
 
+// ForgetStream clears t3…t6 and the first-text-sent mark: the request
+// moves on to another attempt, and its request-level marks must come from
+// the attempt that is relayed (SPEC.md §1).
+func (t *Timeline) ForgetStream() {
+	for m := T3; m <= T6; m++ {
+		t.marks[m] = time.Time{}
+	}
+	t.textSent = time.Time{}
+}
+
 // MarkTextSent records when the first visible text was flushed to the
 // client (first_text_sent_ms), unless it was recorded before.
 func (t *Timeline) MarkTextSent() {

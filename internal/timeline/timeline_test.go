@@ -188,3 +188,19 @@ func TestSpeed(t *testing.T) {
 		}
 	}
 }
+
+func TestForgetStream(t *testing.T) {
+	c := newStepClock()
+	tl := New(c.now)
+	c.step(ms(10))
+	tl.Mark(T3)
+	tl.Mark(T6)
+	tl.MarkTextSent()
+	tl.ForgetStream()
+	if tl.Has(T3) || tl.Has(T6) || tl.Fields().FirstTextSentMs.Valid() {
+		t.Fatal("stream marks kept after ForgetStream")
+	}
+	c.step(ms(5))
+	tl.Mark(T3)
+	wantMs(t, "t3 of the next attempt", tl.Since(T3), 15)
+}
