@@ -19,13 +19,14 @@ import (
 const maxCapture = 8 << 20
 
 // serveResponse relays a successful upstream response. It reports whether
-// the next channel should be tried instead (only when nothing reached the
-// client yet and the attempt failed in a retryable way).
-func (x *exchange) serveResponse(a *attempt) (retry bool) {
+// the next channel should be tried instead: only when canRetry (there is a
+// next channel), nothing reached the client yet, and the attempt failed in a
+// retryable way.
+func (x *exchange) serveResponse(a *attempt, canRetry bool) (retry bool) {
 	defer a.resp.Body.Close()
 	mt, _, _ := mime.ParseMediaType(a.resp.Header.Get("Content-Type"))
 	if mt == "text/event-stream" && x.ep.classify != "" {
-		return x.relayStream(a)
+		return x.relayStream(a, canRetry)
 	}
 	x.relayBody(a, x.req.stream)
 	return false
@@ -48,7 +49,7 @@ func (x *exchange) commit(a *attempt, stream bool) {
 // flushed before the parser next waits for upstream bytes, so the gateway
 // adds no buffering delay, while the classifier takes the marks t3, t4, t5
 // at the time the bytes arrived.
-func (x *exchange) relayStream(a *attempt) (retry bool) {
+func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 	to := a.ch.Timeouts
 	st := protocol.NewStream(x.ep.classify)
 	rd := sse.NewReader(a.resp.Body, x.g.opts.MaxEventBytes)
@@ -124,7 +125,7 @@ func (x *exchange) relayStream(a *attempt) (retry bool) {
 		x.rec.Status, x.rec.Error = record.StatusClientCancelled, "client went away during the stream"
 	case readErr != nil:
 		e := x.classifyError(a, readErr, "stream")
-		if !x.committed && retryable(e) {
+		if canRetry && !x.committed && retryable(e) {
 			// Nothing reached the client: try the next channel, whose
 			// stream the request-level marks will come from.
 			x.attempts[len(x.attempts)-1].Status = e.Status

@@ -115,10 +115,10 @@ func (x *exchange) relay() {
 			// Headers arrived with a success status: relay it. No more
 			// fallback once the first byte reaches the client; before
 			// that, a first-output timeout may still move on.
-			retry := x.serveResponse(a)
+			retry := x.serveResponse(a, n < len(cands)-1)
 			a.stop()
 			ch.Release()
-			if !retry || n == len(cands)-1 {
+			if !retry {
 				return
 			}
 			continue
