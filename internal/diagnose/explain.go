@@ -86,8 +86,11 @@ type FieldContext struct {
 }
 
 // Explain builds the report of rec, reading its context from st: the
-// records of the same channel and model within ContextWindow of it.
-func (r *Rules) Explain(ctx context.Context, st store.Store, rec record.Record) (Report, error) {
+// records of the same channel and model within ContextWindow of it that the
+// reader may see. within narrows the peers to the reader's scope (its Group
+// for a viewer, its KeyName for a client key; empty for an admin), so that
+// the context never summarises records the reader could not read itself.
+func (r *Rules) Explain(ctx context.Context, st store.Store, rec record.Record, within store.Filter) (Report, error) {
 	rep := Report{RequestID: rec.RequestID, Status: rec.Status}
 	findings := r.Findings(rec)
 	for i, label := range rec.Diagnosis {
@@ -112,7 +115,7 @@ func (r *Rules) Explain(ctx context.Context, st store.Store, rec record.Record) 
 		Inflight: rec.Inflight, Fields: map[string]FieldContext{}, Definitions: map[string]string{},
 	}
 	stats, err := st.Stats(ctx, store.StatsQuery{
-		Filter: store.Filter{From: c.From, To: c.To, Channel: rec.Channel, Model: rec.Model},
+		Filter: store.Filter{From: c.From, To: c.To, Channel: rec.Channel, Model: rec.Model, Group: within.Group, KeyName: within.KeyName},
 		Fields: contextFields,
 	})
 	if err != nil {

@@ -49,7 +49,7 @@ func TestExplain(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rep, err := r.Explain(ctx, st, lone)
+	rep, err := r.Explain(ctx, st, lone, store.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestExplain(t *testing.T) {
 		t.Fatalf("context %+v", c)
 	}
 
-	rep, err = r.Explain(ctx, st, recs[10])
+	rep, err = r.Explain(ctx, st, recs[10], store.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,8 +79,17 @@ func TestExplain(t *testing.T) {
 		t.Fatalf("rules %+v", rep.Rules)
 	}
 
+	// A reader limited to one group sees only that group's peers.
+	rep, err = r.Explain(ctx, st, lone, store.Filter{Group: "nobody-else"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Context.Peers != 0 || rep.Context.Fields["upstream_headers_ms"].Count != 0 {
+		t.Fatalf("peers outside the reader's scope: %+v", rep.Context)
+	}
+
 	// A fast request has no verdict and no scope.
-	rep, _ = r.Explain(ctx, st, recs[0])
+	rep, _ = r.Explain(ctx, st, recs[0], store.Filter{})
 	if len(rep.Verdicts) != 0 || rep.Context.Scope != "" {
 		t.Fatalf("fast request %+v", rep)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ttfx/ttfx/internal/api"
 	"github.com/ttfx/ttfx/internal/auth"
+	"github.com/ttfx/ttfx/internal/store"
 )
 
 // registerDiagnosis adds GET /api/requests/{id}/diagnosis: the request's
@@ -27,13 +28,22 @@ func (s *Server) registerDiagnosis(mux *http.ServeMux) {
 		if !ok {
 			return
 		}
-		rep, err := s.rules.Explain(r.Context(), s.store, rec)
+		// The context summarises only what the reader may read itself.
+		var within store.Filter
+		switch p.Role {
+		case auth.RoleViewer:
+			within.Group = p.Group
+		case auth.RoleClient:
+			within.KeyName = p.Name
+		}
+		rep, err := s.rules.Explain(r.Context(), s.store, rec, within)
 		if err != nil {
 			s.log.Error("diagnosis", "request_id", rec.RequestID, "err", err)
 			api.WriteError(w, http.StatusServiceUnavailable, api.TypeAPI, "the store could not answer; try again")
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
 		json.NewEncoder(w).Encode(rep)
 	})
 }

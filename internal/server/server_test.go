@@ -393,3 +393,66 @@ func TestTwoGatewaysOnePostgres(t *testing.T) {
 		t.Fatalf("stats via the other gateway: %s", raw)
 	}
 }
+
+// TestDiagnosisContextScope: the context of a diagnosis summarises only
+// records the reader may read: a viewer sees its group's peers, a client
+// key its own requests, an admin all of them.
+func TestDiagnosisContextScope(t *testing.T) {
+	up := httptest.NewServer(sim.New(sim.Options{}))
+	defer up.Close()
+	env := map[string]string{"ADMIN": "admin-k", "A": "client-a-k", "B": "client-b-k", "VA": "viewer-a-k", "UP": "u"}
+	y := fmt.Sprintf(`
+store: %q
+keys:
+  - {name: ops, role: admin, key_env: ADMIN}
+  - {name: client-a, role: client, group: team-a, key_env: A}
+  - {name: client-b, role: client, group: team-b, key_env: B}
+  - {name: viewer-a, role: viewer, group: team-a, key_env: VA}
+channels:
+  - {name: up, protocol: openai, base_url: %q, key_env: UP}
+`, "sqlite:"+filepath.Join(t.TempDir(), "t.db"), up.URL)
+	cfg, err := config.Parse([]byte(y), func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := start(t, server.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)})
+	for i := 0; i < 5; i++ {
+		chat(t, srv.URL(), "client-b-k", "fast", true, "")
+	}
+	resp, _ := chat(t, srv.URL(), "client-a-k", "fast", true, "")
+	id := resp.Header.Get("X-Request-Id")
+	readBack(t, srv.URL(), "admin-k", id)
+	peers := func(key string) int {
+		req, _ := http.NewRequest("GET", srv.URL()+"/api/requests/"+id+"/diagnosis", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("Cache-Control") != "no-store" {
+			t.Fatalf("diagnosis for %s: %d, Cache-Control %q", key, resp.StatusCode, resp.Header.Get("Cache-Control"))
+		}
+		var rep struct {
+			Context struct {
+				Peers int `json:"peers"`
+			} `json:"context"`
+		}
+		json.NewDecoder(resp.Body).Decode(&rep)
+		return rep.Context.Peers
+	}
+	// The other group's records are written by now: the admin sees them.
+	deadline := time.Now().Add(5 * time.Second)
+	for peers("admin-k") != 5 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := peers("admin-k"); n != 5 {
+		t.Fatalf("admin sees %d peers, want 5", n)
+	}
+	if n := peers("viewer-a-k"); n != 0 {
+		t.Errorf("a viewer of team-a sees %d peers of team-b", n)
+	}
+	if n := peers("client-a-k"); n != 0 {
+		t.Errorf("client-a sees %d peers of another key", n)
+	}
+}

@@ -71,6 +71,10 @@ func (s *Server) setupTelemetry(mux *http.ServeMux) error {
 		Runtime: true,
 	})
 	mux.Handle("GET /metrics", m.Handler(key))
+	if key == "" {
+		// The histograms carry group labels: say so once, at start.
+		s.log.Info("metrics: /metrics is readable without a key; set metrics.key_env to protect it")
+	}
 	// Metrics first: /metrics counts a request before its log line is out.
 	s.recorders = append(s.recorders, m, sink)
 	return nil

@@ -256,7 +256,7 @@ func TestDiagnosisEndpoint(t *testing.T) {
 				http.Error(w, err.Error(), 500)
 				return
 			}
-			rep, err := rules.Explain(r.Context(), st, rec)
+			rep, err := rules.Explain(r.Context(), st, rec, store.Filter{}) // an admin: every peer
 			if err != nil {
 				http.Error(w, err.Error(), 500)
 				return
