@@ -11,7 +11,7 @@
 // cannot drift apart (see Stats).
 //
 // Writes reach a Store through a Writer: a bounded queue and batched inserts
-// off the request path, with retries while the database is unreachable and a
+// off the request path, with retries while the database cannot take them and a
 // count of everything it could not keep.
 //
 // The tests run on SQLite always, and on PostgreSQL as well when

@@ -2,10 +2,16 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/ttfx/ttfx/internal/record"
 )
@@ -37,9 +43,9 @@ type WriterStats struct {
 	Queued        int       `json:"queued"`         // held in memory: queued or in the batch being written
 	Written       uint64    `json:"written"`        // stored
 	Dropped       uint64    `json:"dropped"`        // not kept: the queue was full, or the writer closed before it could write them
-	Rejected      uint64    `json:"rejected"`       // refused as invalid, or by a store that otherwise answers
+	Rejected      uint64    `json:"rejected"`       // refused as invalid (Validate), or by the database for their data (a constraint or data exception)
 	FailedBatches uint64    `json:"failed_batches"` // Insert calls that failed (each was retried or split)
-	Retrying      bool      `json:"retrying"`       // the last Insert failed and the writer is waiting to retry
+	Retrying      bool      `json:"retrying"`       // the last Insert failed (not for its records' data) and the writer is waiting to retry
 	LastError     string    `json:"last_error"`     // the most recent failure; empty if none
 	LastErrorAt   time.Time `json:"last_error_at,omitzero"`
 	LastWriteAt   time.Time `json:"last_write_at,omitzero"`
@@ -53,10 +59,11 @@ type WriterStats struct {
 //
 // When the store fails the writer keeps its batch and retries with backoff
 // while new records queue up to QueueSize; past that, records are dropped
-// and counted. If the store answers pings but refuses a batch, the batch is
-// written record by record and the records it still refuses are counted as
-// rejected, so one bad record cannot stall the queue. Nothing is lost
-// without being counted (SPEC.md §7).
+// and counted. Only when the database refuses a batch for its data (a
+// constraint or data exception, see dataFault) is the batch written record
+// by record and the records it still refuses counted as rejected, so one
+// bad record cannot stall the queue. Nothing is lost without being counted
+// (SPEC.md §7).
 type Writer struct {
 	s    Store
 	opts WriterOptions
@@ -235,6 +242,14 @@ func (w *Writer) take(batch []record.Record) []record.Record {
 
 // write stores batch, retrying with backoff while the store is failing,
 // until every record is written or rejected, or Close gives up.
+//
+// Only a failure proven to be about the records' data (see dataFault) sends
+// the batch record by record to find the one at fault. Everything else —
+// a lock held by another session, a full disk, a read-only database after a
+// failover, a write slower than WriteTimeout, a lost connection — is an
+// outage: the database answering a ping says nothing about whether it can
+// take this write now, and throwing records away for it would lose them
+// while /api/health says ok. The whole batch waits for the store instead.
 func (w *Writer) write(batch []record.Record) {
 	backoff := w.opts.MinBackoff
 	for len(batch) > 0 {
@@ -246,15 +261,17 @@ func (w *Writer) write(batch []record.Record) {
 		if w.ctx.Err() != nil {
 			return // Close gave up; it counts what is left
 		}
-		if w.reachable() {
-			// The store answers but refused the batch: some record in
-			// it is at fault, or the failure was transient. Either way,
-			// record by record isolates it.
-			batch = batch[w.writeEach(batch):]
+		if dataFault(err) {
+			// Some record in the batch can never be stored: record by
+			// record isolates it, so one bad record cannot stall the queue.
+			var n int
+			n, err = w.writeEach(batch)
+			batch = batch[n:]
 			if len(batch) == 0 || w.ctx.Err() != nil {
 				return
 			}
-			// The store went away meanwhile: back off with the rest.
+			// A record failed for another reason: an outage began
+			// meanwhile. Back off with the rest.
 		}
 		w.mu.Lock()
 		w.stats.Retrying = true
@@ -268,31 +285,60 @@ func (w *Writer) write(batch []record.Record) {
 }
 
 // writeEach stores batch one record at a time and returns how many records
-// it settled. A record that fails while the store is reachable is retried
-// twice, then rejected; when the store stops answering, writeEach returns
-// early and the caller backs off with the rest.
-func (w *Writer) writeEach(batch []record.Record) int {
+// it settled. A record the store refuses for its data is rejected at once
+// (the refusal is deterministic: retrying would only refuse it again). On
+// any other failure writeEach stops and returns it, and the caller backs
+// off with the rest.
+func (w *Writer) writeEach(batch []record.Record) (int, error) {
 	for i := range batch {
-		for try := 1; ; try++ {
-			err := w.insert(batch[i : i+1])
-			if err == nil {
-				w.settle(1, 0)
-				break
-			}
-			if w.ctx.Err() != nil || !w.reachable() {
-				return i
-			}
-			if try == 3 {
-				w.settle(0, 1)
-				w.log.Error("store: record rejected by the store", "request_id", batch[i].RequestID, "err", err)
-				break
-			}
-			if !w.sleep(w.opts.MinBackoff) {
-				return i
-			}
+		err := w.insert(batch[i : i+1])
+		switch {
+		case err == nil:
+			w.settle(1, 0)
+		case w.ctx.Err() == nil && dataFault(err):
+			w.settle(0, 1)
+			w.log.Error("store: record rejected by the store", "request_id", batch[i].RequestID, "err", err)
+		default:
+			return i, err
 		}
 	}
-	return len(batch)
+	return len(batch), nil
+}
+
+// dataFault reports whether err proves that the records themselves cannot
+// be stored, as opposed to the store being unable to take them now. Only
+// these are grounds to reject a record:
+//
+//   - ErrInvalidRecord (Validate);
+//   - a PostgreSQL error of SQLSTATE class 22 (data exception) or 23
+//     (integrity constraint violation);
+//   - a SQLite SQLITE_CONSTRAINT, SQLITE_MISMATCH or SQLITE_TOOBIG result
+//     (the primary code: the low byte of an extended one).
+//
+// Everything else is not: timeouts, SQLITE_BUSY/LOCKED, SQLITE_FULL,
+// PostgreSQL 25006 (read-only transaction, as after a failover), lock and
+// statement timeouts, connection errors, and any error this function does
+// not recognise — an unknown failure costs a retry, a wrong rejection
+// costs the record.
+func dataFault(err error) bool {
+	if errors.Is(err, ErrInvalidRecord) {
+		return true
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		return strings.HasPrefix(pg.Code, "22") || strings.HasPrefix(pg.Code, "23")
+	}
+	var lite *sqlite.Error
+	if errors.As(err, &lite) {
+		switch lite.Code() & 0xff {
+		case sqlite3.SQLITE_CONSTRAINT, sqlite3.SQLITE_MISMATCH, sqlite3.SQLITE_TOOBIG:
+			return true
+		}
+	}
+	return false
 }
 
 // insert runs one Insert with the write timeout and counts a failure.
@@ -307,12 +353,6 @@ func (w *Writer) insert(recs []record.Record) error {
 		w.mu.Unlock()
 	}
 	return err
-}
-
-func (w *Writer) reachable() bool {
-	ctx, cancel := context.WithTimeout(w.ctx, min(w.opts.WriteTimeout, 2*time.Second))
-	defer cancel()
-	return w.s.Ping(ctx) == nil
 }
 
 // sleep waits d, or until Close gives up; it reports whether to go on.

@@ -9,12 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/ttfx/ttfx/internal/record"
 )
 
 // faultyStore wraps a real store and injects failures: while down, Insert
 // and Ping fail as they would with the database gone; refuse makes Insert
-// fail for any batch holding one of its ids while Ping still answers (a
+// fail with a data exception for any batch holding one of its ids (a
 // record the database will not take).
 type faultyStore struct {
 	Store
@@ -51,7 +53,10 @@ func (f *faultyStore) Insert(ctx context.Context, recs []record.Record) error {
 		return errDown
 	}
 	if refused {
-		return errors.New("value out of range")
+		// What PostgreSQL answers for a value its column cannot hold: a
+		// data exception, the kind of failure that proves the record is
+		// at fault.
+		return fmt.Errorf("insert requests: %w", &pgconn.PgError{Severity: "ERROR", Code: "22003", Message: "value out of range"})
 	}
 	return f.Store.Insert(ctx, recs)
 }

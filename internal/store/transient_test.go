@@ -1,0 +1,315 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ttfx/ttfx/internal/testenv"
+)
+
+// Failures a database gives while it cannot take a write now — a lock held
+// by another session, a full disk, a read-only server after a failover, a
+// write slower than WriteTimeout — are outages: the writer keeps every
+// record and retries, and says so (Retrying), however well the database
+// answers pings meanwhile.
+
+// holdWriteLock takes the write lock of s's database from a session of its
+// own, as an operator's sqlite3 shell or psql would, and returns the
+// function that releases it.
+func holdWriteLock(t *testing.T, engine, dsn string) (release func()) {
+	t.Helper()
+	var db *sql.DB
+	var err error
+	var lock string
+	switch engine {
+	case "sqlite":
+		// BEGIN IMMEDIATE: the session holds SQLite's one write lock
+		// until it ends its transaction.
+		db, err = sql.Open("sqlite", strings.TrimPrefix(dsn, "sqlite:")+"?_txlock=immediate")
+	case "postgres":
+		db, err = sql.Open("pgx", dsn)
+		lock = "LOCK TABLE requests IN ACCESS EXCLUSIVE MODE"
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctxT(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lock != "" {
+		if _, err := tx.ExecContext(ctxT(t), lock); err != nil {
+			t.Fatal(err)
+		}
+	}
+	released := false
+	release = func() {
+		if !released {
+			released = true
+			tx.Rollback()
+			db.Close()
+		}
+	}
+	t.Cleanup(release)
+	return release
+}
+
+func TestWriterWaitsOutHeldLock(t *testing.T) {
+	for _, e := range engines() {
+		t.Run(e.name, func(t *testing.T) {
+			s, dsn := e.open(t)
+			release := holdWriteLock(t, e.name, dsn)
+			opts := fastRetry
+			opts.WriteTimeout = 300 * time.Millisecond
+			w := NewWriter(s, opts)
+			defer w.Close(context.Background())
+			for i := range 20 {
+				w.Record(fullRecord(idN(i), testBase.Add(time.Duration(i)*time.Millisecond)))
+			}
+			// Several write timeouts while the lock is held, the store
+			// answering pings all along.
+			waitFor(t, "three failed writes", func() bool { return w.Stats().FailedBatches >= 3 })
+			time.Sleep(time.Second)
+			if err := s.Ping(ctxT(t)); err != nil {
+				t.Fatalf("the store should answer pings during the lock: %v", err)
+			}
+			st := w.Stats()
+			if st.Rejected != 0 || st.Written != 0 || st.Queued != 20 || !st.Retrying {
+				t.Errorf("while the lock is held: %+v", st)
+			}
+			accounted(t, st, 20)
+			t.Logf("last error while locked: %s", st.LastError)
+
+			release()
+			waitFor(t, "the queue to drain after the lock", func() bool { return w.Stats().Queued == 0 })
+			st = w.Stats()
+			if st.Written != 20 || st.Rejected != 0 || st.Retrying {
+				t.Errorf("after the lock: %+v", st)
+			}
+			if n := countAll(t, s); n != 20 {
+				t.Errorf("%d records stored, want 20", n)
+			}
+		})
+	}
+}
+
+func TestWriterWaitsOutFullSQLite(t *testing.T) {
+	// The database may not grow (as on a full disk): SQLITE_FULL is an
+	// outage, and once there is room every record is written.
+	s, _ := openTestSQLite(t)
+	wdb := s.(*sqlStore).write // one connection, so the pragma sticks
+	var pages int
+	if err := wdb.QueryRowContext(ctxT(t), "PRAGMA page_count").Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wdb.ExecContext(ctxT(t), fmt.Sprintf("PRAGMA max_page_count = %d", pages)); err != nil {
+		t.Fatal(err)
+	}
+	w := NewWriter(s, fastRetry)
+	defer w.Close(context.Background())
+	for i := range 200 {
+		w.Record(fullRecord(idN(i), testBase.Add(time.Duration(i)*time.Millisecond)))
+	}
+	waitFor(t, "three failed writes", func() bool { return w.Stats().FailedBatches >= 3 })
+	st := w.Stats()
+	// A first record may still fit in the pages there are; the rest
+	// cannot.
+	if st.Rejected != 0 || st.Written >= 200 || !st.Retrying || !strings.Contains(st.LastError, "full") {
+		t.Errorf("while the database is full: %+v", st)
+	}
+	accounted(t, st, 200)
+	if _, err := wdb.ExecContext(ctxT(t), "PRAGMA max_page_count = 1073741823"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the queue to drain", func() bool { return w.Stats().Queued == 0 })
+	if st := w.Stats(); st.Written != 200 || st.Rejected != 0 || st.Retrying {
+		t.Errorf("after making room: %+v", st)
+	}
+}
+
+func TestWriterWaitsOutReadOnlyPostgres(t *testing.T) {
+	// A PostgreSQL that has become read-only (a standby after a
+	// failover) refuses every write with SQLSTATE 25006 and answers
+	// pings: the records wait, and are counted as dropped only when
+	// Close gives up on them, never as rejected.
+	dsn := testenv.PostgresSchema(t)
+	s, err := Open(ctxT(t), dsn) // migrates
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	ro, err := sql.Open("pgx", dsn+"&default_transaction_read_only=on")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	w := NewWriter(&sqlStore{d: postgresDialect, write: ro, read: ro}, fastRetry)
+	for i := range 10 {
+		w.Record(fullRecord(idN(i), testBase))
+	}
+	waitFor(t, "three failed writes", func() bool { return w.Stats().FailedBatches >= 3 })
+	st := w.Stats()
+	if st.Rejected != 0 || !st.Retrying || st.Queued != 10 || !strings.Contains(st.LastError, "25006") {
+		t.Errorf("against a read-only database: %+v", st)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := w.Close(ctx); err == nil {
+		t.Error("close against a read-only database reported every record written")
+	}
+	if st := w.Stats(); st.Rejected != 0 || st.Dropped != 10 {
+		t.Errorf("after close: %+v", st)
+	}
+}
+
+// TestDataFault classifies real errors of both engines: only those about
+// the data itself may cost a record.
+func TestDataFault(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "probe.db")
+		db, err := sql.Open("sqlite", file+"?_pragma=busy_timeout(0)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		db.SetMaxOpenConns(1)
+		if _, err := db.Exec("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL UNIQUE)"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec("INSERT INTO t (id, v) VALUES (1, 'a')"); err != nil {
+			t.Fatal(err)
+		}
+		probe := func(q string) error { _, err := db.Exec(q); return err }
+		cases := []struct {
+			name string
+			err  error
+			data bool
+		}{
+			{"not null", probe("INSERT INTO t (id, v) VALUES (2, NULL)"), true},
+			{"unique", probe("INSERT INTO t (id, v) VALUES (3, 'a')"), true},
+			{"mismatch", probe("INSERT INTO t (id, v) VALUES ('abc', 'b')"), true},
+			{"too big", probe("SELECT zeroblob(2000000000)"), true},
+		}
+		// Another session holds the write lock.
+		other, err := sql.Open("sqlite", file+"?_txlock=immediate")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		tx, err := other.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, struct {
+			name string
+			err  error
+			data bool
+		}{"busy", probe("INSERT INTO t (id, v) VALUES (4, 'c')"), false})
+		tx.Rollback()
+		if _, err := db.Exec("PRAGMA max_page_count = 2"); err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, struct {
+			name string
+			err  error
+			data bool
+		}{"full", probe("INSERT INTO t (v) SELECT hex(zeroblob(100000))"), false})
+		for _, c := range cases {
+			if c.err == nil {
+				t.Errorf("%s: the probe did not fail", c.name)
+				continue
+			}
+			if got := dataFault(fmt.Errorf("insert requests: %w", c.err)); got != c.data {
+				t.Errorf("%s (%v): dataFault %v, want %v", c.name, c.err, got, c.data)
+			}
+		}
+	})
+	t.Run("postgres", func(t *testing.T) {
+		dsn := testenv.PostgresSchema(t)
+		db, err := sql.Open("pgx", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		ctx := ctxT(t)
+		if _, err := db.ExecContext(ctx, "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)"); err != nil {
+			t.Fatal(err)
+		}
+		// Each probe runs in a session of its own, so that what one sets
+		// (read-only, timeouts) does not leak into the next.
+		probe := func(stmts ...string) error {
+			conn, err := sql.Open("pgx", dsn)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			conn.SetMaxOpenConns(1)
+			for _, q := range stmts {
+				if _, err := conn.ExecContext(ctx, q); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		held := holdTable(t, db, "t")
+		lockTimeout := probe("SET lock_timeout = '50ms'", "INSERT INTO t (id, v) VALUES (9, 'x')")
+		held()
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		_, deadline := db.ExecContext(short, "SELECT pg_sleep(2)")
+		cancel()
+		refused, err := sql.Open("pgx", "postgres://ttfx:x@127.0.0.1:1/ttfx?sslmode=disable&connect_timeout=2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer refused.Close()
+		for _, c := range []struct {
+			name string
+			err  error
+			data bool
+		}{
+			{"not null 23502", probe("INSERT INTO t (id, v) VALUES (1, NULL)"), true},
+			{"out of range 22003", probe("INSERT INTO t (id, v) VALUES (3000000000, 'a')"), true},
+			{"bad text 22021", probe("INSERT INTO t (id, v) VALUES (2, convert_from('\\xff'::bytea, 'UTF8'))"), true},
+			{"read only 25006", probe("SET default_transaction_read_only = on", "INSERT INTO t (id, v) VALUES (4, 'a')"), false},
+			{"lock timeout 55P03", lockTimeout, false},
+			{"statement timeout 57014", probe("SET statement_timeout = '20ms'", "SELECT pg_sleep(2)"), false},
+			{"context deadline", deadline, false},
+			{"connection refused", refused.PingContext(ctx), false},
+			{"no such table 42P01", probe("INSERT INTO missing (id) VALUES (1)"), false},
+			{"invalid record", fmt.Errorf("%w: empty request id", ErrInvalidRecord), true},
+		} {
+			if c.err == nil {
+				t.Errorf("%s: the probe did not fail", c.name)
+				continue
+			}
+			if got := dataFault(fmt.Errorf("insert requests: %w", c.err)); got != c.data {
+				t.Errorf("%s (%v): dataFault %v, want %v", c.name, c.err, got, c.data)
+			}
+		}
+	})
+}
+
+// holdTable locks table from a transaction of its own until the returned
+// function is called.
+func holdTable(t *testing.T, db *sql.DB, table string) (release func()) {
+	t.Helper()
+	tx, err := db.BeginTx(ctxT(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctxT(t), "LOCK TABLE "+table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		tx.Rollback()
+		t.Fatal(err)
+	}
+	return func() {
+		if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+			t.Error(err)
+		}
+	}
+}
