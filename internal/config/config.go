@@ -311,6 +311,11 @@ func (c *Config) Validate() error {
 		if ch.Weight < 0 {
 			errs = append(errs, fmt.Errorf("channel %q: weight must not be negative", ch.Name))
 		}
+		for name, d := range map[string]Duration{"headers": ch.Timeouts.Headers, "first_output": ch.Timeouts.FirstOutput, "idle": ch.Timeouts.Idle, "total": ch.Timeouts.Total} {
+			if d < 0 {
+				errs = append(errs, fmt.Errorf("channel %q: timeouts.%s must not be negative", ch.Name, name))
+			}
+		}
 		for _, m := range ch.Models {
 			if strings.TrimSpace(m) == "" {
 				errs = append(errs, fmt.Errorf("channel %q: empty model pattern", ch.Name))
@@ -322,6 +327,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Retention < 0 {
 		errs = append(errs, errors.New("retention must not be negative"))
+	}
+	if c.DrainTimeout < 0 {
+		errs = append(errs, errors.New("drain_timeout must not be negative"))
 	}
 	return errors.Join(errs...)
 }

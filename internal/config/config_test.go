@@ -81,6 +81,7 @@ func TestErrors(t *testing.T) {
 		{"bad url", "channels: [{name: c, protocol: openai, base_url: x}]", "not an http(s) URL"},
 		{"bad duration", "retention: forever", "invalid duration"},
 		{"bad store", "store: mysql://x", "want sqlite:FILE"},
+		{"negative timeout", "channels: [{name: c, protocol: openai, base_url: http://x, timeouts: {idle: -1s}}]", "timeouts.idle must not be negative"},
 		{"duplicate channel", "channels: [{name: c, protocol: openai, base_url: http://x}, {name: c, protocol: openai, base_url: http://y}]", "defined twice"},
 	}
 	for _, tt := range tests {

@@ -669,3 +669,43 @@ func TestFirstOutputTimeoutLastChannel(t *testing.T) {
 	}
 	near(t, "first-output timeout upstream_done_ms", rec.UpstreamDoneMs, 200)
 }
+
+// TestUpstreamURL: a key passed as ?key= authenticates at the gateway but
+// never goes upstream; a base URL's own query is kept; GET /v1/models is
+// routed to a channel that lists exact models.
+func TestUpstreamURL(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.URL.RequestURI())
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"object":"list","data":[]}`))
+	}))
+	defer up.Close()
+	c := channel("c", "openai", up.URL+"/openai?api-version=2024-10-01", fastTimeouts)
+	c.Models = []string{"gpt-4o"}
+	gw, _ := gateway(t, c)
+	for _, path := range []string{"/v1/models?key=" + clientKey, "/v1/chat/completions?key=" + clientKey + "&x=1"} {
+		method, body := "GET", ""
+		if strings.Contains(path, "chat") {
+			method, body = "POST", `{"model":"gpt-4o","messages":[]}`
+		}
+		req, _ := http.NewRequest(method, gw.URL+path, strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d", path, resp.StatusCode)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"/openai/v1/models?api-version=2024-10-01", "/openai/v1/chat/completions?api-version=2024-10-01&x=1"}
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Fatalf("upstream saw %q, want %q", seen, want)
+	}
+}

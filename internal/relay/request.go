@@ -67,7 +67,15 @@ type clientRequest struct {
 // parseRequest reads the fields the gateway needs from a client request
 // body and prepares the upstream body. It returns an *HTTPError for bad input.
 func parseRequest(ep endpoint, r *http.Request, body []byte) (*clientRequest, *HTTPError) {
-	cr := &clientRequest{body: body, upstreamURI: r.URL.RequestURI()}
+	// The upstream request keeps the client's query (Gemini's alt=sse)
+	// but never a key passed as ?key=: the channel's own key goes upstream.
+	cr := &clientRequest{body: body, upstreamURI: r.URL.Path}
+	if q := r.URL.Query(); len(q) > 0 {
+		q.Del("key")
+		if enc := q.Encode(); enc != "" {
+			cr.upstreamURI += "?" + enc
+		}
+	}
 	if ep.api == apiModels {
 		return cr, nil
 	}
@@ -85,13 +93,6 @@ func parseRequest(ep endpoint, r *http.Request, body []byte) (*clientRequest, *H
 			return nil, &HTTPError{Code: http.StatusNotFound, Type: "not_found_error", Msg: "unknown method " + method + " (want generateContent or streamGenerateContent)", Status: record.StatusBadRequest}
 		}
 		cr.model = model
-		// The upstream query keeps alt=sse but never the client's ?key=.
-		q := r.URL.Query()
-		q.Del("key")
-		cr.upstreamURI = r.URL.Path
-		if enc := q.Encode(); enc != "" {
-			cr.upstreamURI += "?" + enc
-		}
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, badRequest("the request body is empty; want a JSON object")

@@ -295,7 +295,13 @@ func (x *exchange) upstreamRequest(ctx context.Context, ch *route.Channel) (*htt
 	path, query, _ := strings.Cut(x.req.upstreamURI, "?")
 	u.Path = joinPath(u.Path, path)
 	u.RawPath = ""
-	u.RawQuery = query
+	// The base URL's own query (Azure's api-version=…) comes first.
+	switch {
+	case u.RawQuery == "":
+		u.RawQuery = query
+	case query != "":
+		u.RawQuery += "&" + query
+	}
 	var body io.Reader
 	if x.ep.hasBody {
 		body = bytes.NewReader(x.req.body)
@@ -350,7 +356,9 @@ func joinPath(base, path string) string {
 var forwardHeaders = []string{
 	"Content-Type", "Accept", "User-Agent",
 	"Anthropic-Version", "Anthropic-Beta",
-	"Openai-Beta", "Openai-Organization", "Openai-Project",
+	// Not OpenAI-Organization or OpenAI-Project: they name the client's
+	// account, and with the channel's key they would not match.
+	"Openai-Beta",
 	"X-Stainless-Arch", "X-Stainless-Lang", "X-Stainless-Os", "X-Stainless-Package-Version",
 	"X-Stainless-Runtime", "X-Stainless-Runtime-Version", "X-Stainless-Retry-Count", "X-Stainless-Timeout",
 	"X-Goog-Api-Client",

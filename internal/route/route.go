@@ -7,7 +7,6 @@ package route
 import (
 	"math/rand/v2"
 	"net/url"
-	"path"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -29,7 +28,7 @@ type Channel struct {
 	Protocol string // openai | anthropic | gemini
 	BaseURL  *url.URL
 	Key      string   // the channel's own upstream key; never the client's
-	Models   []string // exact names or path.Match globs; empty matches every model
+	Models   []string // exact names or globs (see Match); empty matches every model
 	Groups   []string // client groups allowed; empty allows all
 	Region   string
 	Provider string // shown in records: the upstream host, or a label like "sim"
@@ -50,6 +49,8 @@ func (c *Channel) Acquire() int64 { return c.inflight.Add(1) }
 func (c *Channel) Release() { c.inflight.Add(-1) }
 
 // Serves reports whether the channel serves model for a client of group.
+// An empty model (GET /v1/models names none) is served by every channel of
+// the protocol that the group may use.
 func (c *Channel) Serves(protocol, model, group string) bool {
 	if c.Protocol != protocol {
 		return false
@@ -57,18 +58,46 @@ func (c *Channel) Serves(protocol, model, group string) bool {
 	if len(c.Groups) > 0 && !slices.Contains(c.Groups, group) {
 		return false
 	}
-	if len(c.Models) == 0 {
+	if len(c.Models) == 0 || model == "" {
 		return true
 	}
 	for _, p := range c.Models {
-		if p == model {
-			return true
-		}
-		if ok, err := path.Match(p, model); err == nil && ok {
+		if Match(p, model) {
 			return true
 		}
 	}
 	return false
+}
+
+// Match reports whether model matches pattern, in which * stands for any
+// run of characters, "/" included ("*" matches "meta-llama/Llama-3.1-8B",
+// "gpt-*" matches "gpt-4o"), ? for any one character, and everything else
+// for itself. Model names are not paths, so path.Match's rule that * stops
+// at "/" would miss the vendor-prefixed names routers and vLLM use.
+func Match(pattern, model string) bool {
+	// Iterative wildcard match with backtracking to the last star.
+	p, m := 0, 0
+	star, mark := -1, 0
+	for m < len(model) {
+		switch {
+		case p < len(pattern) && (pattern[p] == '?' || pattern[p] == model[m]):
+			p++
+			m++
+		case p < len(pattern) && pattern[p] == '*':
+			star, mark = p, m
+			p++
+		case star >= 0:
+			p = star + 1
+			mark++
+			m = mark
+		default:
+			return false
+		}
+	}
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
 }
 
 // Router holds the channels. It is safe for concurrent use.

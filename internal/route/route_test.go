@@ -41,3 +41,34 @@ func TestCandidates(t *testing.T) {
 		t.Fatalf("gemini candidates = %v", names(got))
 	}
 }
+
+func TestMatch(t *testing.T) {
+	tests := []struct {
+		pattern, model string
+		want           bool
+	}{
+		{"*", "gpt-4o", true},
+		{"*", "meta-llama/Llama-3.1-8B", true},
+		{"*", "", true},
+		{"gpt-*", "gpt-4o", true},
+		{"gpt-*", "openai/gpt-4o", false},
+		{"*/gpt-*", "openai/gpt-4o", true},
+		{"*llama*", "meta-llama/Llama-3.1-8B", true},
+		{"claude-?-haiku", "claude-3-haiku", true},
+		{"claude-?-haiku", "claude-35-haiku", false},
+		{"gpt-4o", "gpt-4o", true},
+		{"gpt-4o", "gpt-4o-mini", false},
+		{"a*b*c", "aXbYbZc", true},
+		{"a*b*c", "aXbYbZ", false},
+		{"[abc]", "[abc]", true},
+	}
+	for _, tt := range tests {
+		if got := Match(tt.pattern, tt.model); got != tt.want {
+			t.Errorf("Match(%q, %q) = %v, want %v", tt.pattern, tt.model, got, tt.want)
+		}
+	}
+	c := &Channel{Protocol: "openai", Models: []string{"gpt-4o"}}
+	if !c.Serves("openai", "", "") {
+		t.Error("GET /v1/models (no model) not served by a channel with exact models")
+	}
+}
