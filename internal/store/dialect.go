@@ -118,25 +118,48 @@ func openSQLite(ctx context.Context, file string) (Store, error) {
 }
 
 // openPostgres opens a PostgreSQL database through pgx's database/sql
-// adapter; one pool serves reads and writes.
+// adapter, with two pools as on SQLite: two connections that write (the
+// Writer's inserts, retention's deletes, pings) and eight that read. Reads
+// are what a client controls — eight concurrent /api/stats calls held a
+// shared pool of eight, and the writer's inserts queued behind them until
+// their timeout while records piled up — so they must not be able to take
+// the writer's connections.
 func openPostgres(ctx context.Context, dsn string) (Store, error) {
-	db, err := sql.Open("pgx", dsn)
+	open := func(conns, idle int) (*sql.DB, error) {
+		db, err := sql.Open("pgx", dsn)
+		if err != nil {
+			return nil, fmt.Errorf("open store %s: %w", redactDSN(dsn), err)
+		}
+		db.SetMaxOpenConns(conns)
+		db.SetMaxIdleConns(idle)
+		db.SetConnMaxIdleTime(5 * time.Minute)
+		if err := db.PingContext(ctx); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("open store %s: %w", redactDSN(dsn), err)
+		}
+		return db, nil
+	}
+	write, err := open(postgresWriteConns, postgresWriteConns)
 	if err != nil {
+		return nil, err
+	}
+	if err := migrate(ctx, write, postgresDialect); err != nil {
+		write.Close()
 		return nil, fmt.Errorf("open store %s: %w", redactDSN(dsn), err)
 	}
-	db.SetMaxOpenConns(8)
-	db.SetMaxIdleConns(4)
-	db.SetConnMaxIdleTime(5 * time.Minute)
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open store %s: %w", redactDSN(dsn), err)
+	read, err := open(postgresReadConns, postgresReadConns/2)
+	if err != nil {
+		write.Close()
+		return nil, err
 	}
-	if err := migrate(ctx, db, postgresDialect); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open store %s: %w", redactDSN(dsn), err)
-	}
-	return &sqlStore{d: postgresDialect, write: db, read: db}, nil
+	return &sqlStore{d: postgresDialect, write: write, read: read}, nil
 }
+
+// The pool sizes of a PostgreSQL store, per gateway replica.
+const (
+	postgresWriteConns = 2 // the Writer's one insert at a time, beside retention or a ping
+	postgresReadConns  = 8 // concurrent API reads
+)
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS

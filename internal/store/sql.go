@@ -20,8 +20,8 @@ import (
 // sqlStore is the Store of both engines.
 type sqlStore struct {
 	d     dialect
-	write *sql.DB // inserts and deletes
-	read  *sql.DB // queries; the same pool as write on PostgreSQL
+	write *sql.DB // inserts, deletes and pings
+	read  *sql.DB // queries: a pool of its own, so reads cannot starve writes
 }
 
 func (s *sqlStore) Engine() string { return s.d.name }

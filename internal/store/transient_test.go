@@ -313,3 +313,50 @@ func holdTable(t *testing.T, db *sql.DB, table string) (release func()) {
 		}
 	}
 }
+
+func TestWriterNotStarvedByReads(t *testing.T) {
+	// Every read connection busy (as with a burst of /api/stats calls):
+	// the writer still writes at once, on connections of its own.
+	forEachEngine(t, func(t *testing.T, s Store) {
+		read := s.(*sqlStore).read
+		n := read.Stats().MaxOpenConnections
+		if n <= 0 {
+			t.Fatal("the read pool is unbounded: it cannot be saturated, and neither can the database")
+		}
+		for range n {
+			c, err := read.Conn(ctxT(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A read in progress on every connection.
+			tx, err := c.BeginTx(ctxT(t), &sql.TxOptions{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var k int
+			if err := tx.QueryRowContext(ctxT(t), "SELECT COUNT(*) FROM requests").Scan(&k); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { tx.Rollback(); c.Close() })
+		}
+		opts := fastRetry
+		opts.WriteTimeout = 2 * time.Second
+		w := NewWriter(s, opts)
+		defer w.Close(context.Background())
+		start := time.Now()
+		w.Record(fullRecord("req-starved", testBase))
+		deadline := time.Now().Add(3 * time.Second)
+		for w.Stats().Written == 0 && time.Now().Before(deadline) {
+			time.Sleep(2 * time.Millisecond)
+		}
+		// Milliseconds when the writer has its own pool; a generous
+		// bound for a loaded machine, far below the write timeout a
+		// starved writer would hit.
+		if d := time.Since(start); w.Stats().Written != 1 || d > time.Second {
+			t.Errorf("with %d reads holding the read pool the record took %v: %+v", n, d, w.Stats())
+		}
+		if err := s.Ping(ctxT(t)); err != nil {
+			t.Errorf("ping with the read pool busy: %v", err)
+		}
+	})
+}
