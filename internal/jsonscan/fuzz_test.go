@@ -1,7 +1,9 @@
 package jsonscan
 
 import (
+	"bytes"
 	"encoding/json"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,6 +47,7 @@ func FuzzValid(f *testing.F) {
 // encoding/json does.
 func FuzzWalk(f *testing.F) {
 	addFixtureData(f)
+	f.Add([]byte(`{"usage":{"a":3.0,"b":1e1,"c":1.5e2,"d":2.5,"e":-0,"f":300e-2,"g":9007199254740993}}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		d := New(in)
 		var strs [][]byte
@@ -52,6 +55,7 @@ func FuzzWalk(f *testing.F) {
 		if !d.End() {
 			return
 		}
+		checkIntegers(t, in)
 		if !json.Valid(in) {
 			t.Fatalf("walk accepted invalid JSON %q", in)
 		}
@@ -100,5 +104,55 @@ func walk(d *Decoder, strs *[][]byte, depth int) {
 		d.Bool()
 	default:
 		d.Skip()
+	}
+}
+
+// checkIntegers reads every number of valid JSON with Integer and checks
+// it against exact rational arithmetic.
+func checkIntegers(t *testing.T, in []byte) {
+	var nums [][]byte
+	var collect func(d *Decoder, depth int)
+	collect = func(d *Decoder, depth int) {
+		switch d.Peek() {
+		case Object:
+			d.Object()
+			for {
+				if _, ok := d.Key(); !ok {
+					return
+				}
+				collect(d, depth+1)
+			}
+		case Array:
+			d.Array()
+			for d.Elem() {
+				collect(d, depth+1)
+			}
+		case Number:
+			raw, _ := d.SkipRaw()
+			nums = append(nums, raw)
+		default:
+			d.Skip()
+		}
+	}
+	d := New(in)
+	collect(&d, 0)
+	for _, raw := range nums {
+		n := New(raw)
+		got, ok := n.Integer()
+		if !n.End() {
+			t.Fatalf("Integer(%s) did not consume the number", raw)
+		}
+		// big.Rat parses exponents exactly but slowly; keep them small.
+		if e := bytes.IndexAny(raw, "eE"); e >= 0 && len(raw)-e > 4 {
+			continue
+		}
+		r, valid := new(big.Rat).SetString(string(raw))
+		if !valid {
+			t.Fatalf("big.Rat rejects %s", raw)
+		}
+		want := r.IsInt() && r.Num().IsInt64() && r.Num().Int64() <= MaxInteger && r.Num().Int64() >= -MaxInteger
+		if ok != want || (ok && got != r.Num().Int64()) {
+			t.Fatalf("Integer(%s) = %d, %v; exact value %s", raw, got, ok, r.RatString())
+		}
 	}
 }

@@ -289,6 +289,107 @@ func (d *Decoder) Int() (n int64, ok bool) {
 	return n, true
 }
 
+// MaxInteger is the largest magnitude Integer returns: 2^53, the last
+// integer a float64 (and so a JavaScript or Python JSON decoder) holds
+// exactly.
+const MaxInteger = 1 << 53
+
+// Integer consumes a number and returns its value when that value is an
+// integer of magnitude at most MaxInteger, whatever its notation: 3.0 is 3,
+// 1e1 is 10, 1.5e2 is 150, 300e-2 is 3. JSON does not say an integer is
+// written without a fraction or an exponent, and some OpenAI-compatible
+// servers serialise token counts through floats. A number with
+// a fractional value (2.5, 1e-1) or a larger magnitude is consumed and
+// reported with ok false, without failing the walk.
+func (d *Decoder) Integer() (n int64, ok bool) {
+	if d.Peek() != Number {
+		return 0, d.fail()
+	}
+	start := d.pos
+	if !d.scanNumber() {
+		return 0, false
+	}
+	return integerValue(d.data[start:d.pos])
+}
+
+// integerValue evaluates a number that scanNumber accepted, exactly and
+// without floating point: its digits (integer part, then fraction) times
+// ten to the exponent less the fraction's length.
+func integerValue(b []byte) (int64, bool) {
+	neg := b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	i := 0
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	whole := b[:i]
+	var frac []byte
+	if i < len(b) && b[i] == '.' {
+		j := i + 1
+		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+			j++
+		}
+		frac = b[i+1 : j]
+		i = j
+	}
+	exp := 0
+	if i < len(b) { // 'e' or 'E', then an optional sign and digits
+		i++
+		expNeg := b[i] == '-'
+		if b[i] == '+' || b[i] == '-' {
+			i++
+		}
+		for ; i < len(b); i++ {
+			if exp < 1<<20 { // past this the answer is decided anyway
+				exp = exp*10 + int(b[i]-'0')
+			}
+		}
+		if expNeg {
+			exp = -exp
+		}
+	}
+	digit := func(k int) byte {
+		if k < len(whole) {
+			return whole[k]
+		}
+		return frac[k-len(whole)]
+	}
+	lo, hi := 0, len(whole)+len(frac)
+	for lo < hi && digit(lo) == '0' {
+		lo++
+	}
+	if lo == hi {
+		return 0, true // zero, however written (0.0, -0, 0e9)
+	}
+	scale := exp - len(frac)
+	for digit(hi-1) == '0' {
+		hi--
+		scale++
+	}
+	if scale < 0 {
+		return 0, false // the last non-zero digit is below the units
+	}
+	if hi-lo+scale > 16 {
+		return 0, false // at least 10^16, past MaxInteger
+	}
+	var v int64
+	for k := lo; k < hi; k++ {
+		v = v*10 + int64(digit(k)-'0')
+	}
+	for ; scale > 0; scale-- {
+		v *= 10
+	}
+	if v > MaxInteger {
+		return 0, false
+	}
+	if neg {
+		v = -v
+	}
+	return v, true
+}
+
 // Bool consumes true or false.
 func (d *Decoder) Bool() (v, ok bool) {
 	if d.Peek() != Bool {

@@ -275,3 +275,39 @@ func TestNeedsAttention(t *testing.T) {
 		}
 	}
 }
+
+func TestInteger(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{`0`, 0, true}, {`-0`, 0, true}, {`0.0`, 0, true}, {`0e99999999999`, 0, true}, {`-0.000e-5`, 0, true},
+		{`3`, 3, true}, {`3.0`, 3, true}, {`3.000`, 3, true}, {`1e1`, 10, true}, {`1E+1`, 10, true},
+		{`1.5e2`, 150, true}, {`300e-2`, 3, true}, {`0.5e1`, 5, true}, {`-12`, -12, true}, {`-1.2e1`, -12, true},
+		{`120e-1`, 12, true}, {`0.0012e4`, 12, true},
+		{`9007199254740992`, 1 << 53, true}, {`9.007199254740992e15`, 1 << 53, true}, {`-9007199254740992`, -(1 << 53), true},
+		// Not integers, or too large to be exact in a float64.
+		{`2.5`, 0, false}, {`1e-1`, 0, false}, {`15e-1`, 0, false}, {`0.1`, 0, false}, {`3.0000000000000000001`, 0, false},
+		{`9007199254740993`, 0, false}, {`1e16`, 0, false}, {`1e99999999999999999999`, 0, false}, {`1e-99999999999999`, 0, false},
+		{`123456789012345678901`, 0, false},
+	} {
+		d := New([]byte(tt.in))
+		got, ok := d.Integer()
+		if got != tt.want || ok != tt.ok || !d.End() {
+			t.Errorf("Integer(%s) = %d, %v (end %v); want %d, %v", tt.in, got, ok, d.End(), tt.want, tt.ok)
+		}
+	}
+	for _, in := range []string{`"1"`, `null`, `[1]`} {
+		d := New([]byte(in))
+		if _, ok := d.Integer(); ok || !d.Failed() {
+			t.Errorf("Integer(%s) did not fail", in)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		d := New([]byte(`1.5e2`))
+		d.Integer()
+	}); n != 0 {
+		t.Errorf("Integer allocates %v times", n)
+	}
+}

@@ -184,6 +184,35 @@ func TestChatUsage(t *testing.T) {
 	}
 }
 
+// TestUsageCountForms: a count is any JSON number whose value is a
+// non-negative integer (up to 2^53); fractions and negatives are no count.
+func TestUsageCountForms(t *testing.T) {
+	for _, tt := range []struct {
+		api   API
+		data  string
+		usage Usage
+	}{
+		{OpenAIChat, `{"choices":[],"usage":{"prompt_tokens":3.0,"completion_tokens":1e1,"completion_tokens_details":{"reasoning_tokens":1.5e2}}}`,
+			Usage{Input: 3, Output: 10, Reasoning: 150, HasInput: true, HasOutput: true, HasReasoning: true}},
+		{OpenAIChat, `{"choices":[],"usage":{"prompt_tokens":2.5,"completion_tokens":-1,"completion_tokens_details":{"reasoning_tokens":1e-1}}}`,
+			Usage{}},
+		{OpenAIChat, `{"choices":[],"usage":{"prompt_tokens":9007199254740992,"completion_tokens":9007199254740993}}`,
+			Usage{Input: 1 << 53, HasInput: true}},
+		{OpenAIResponses, `{"type":"response.completed","response":{"status":"completed","usage":{"input_tokens":4E0,"output_tokens":20.000}}}`,
+			Usage{Input: 4, Output: 20, HasInput: true, HasOutput: true}},
+		{Anthropic, `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":4.2e1}}`,
+			Usage{Output: 42, HasOutput: true}},
+		{Gemini, `{"usageMetadata":{"promptTokenCount":5.0,"candidatesTokenCount":2e0,"thoughtsTokenCount":1e1,"totalTokenCount":17.0}}`,
+			Usage{Input: 5, Output: 12, Reasoning: 10, HasInput: true, HasOutput: true, HasReasoning: true}},
+	} {
+		s := NewStream(tt.api)
+		s.Event(&sse.Event{Data: []byte(tt.data)})
+		if got := s.Usage(); got != tt.usage {
+			t.Errorf("%s %s: usage %+v, want %+v", tt.api, tt.data, got, tt.usage)
+		}
+	}
+}
+
 func TestResponsesCases(t *testing.T) {
 	s := run(t, OpenAIResponses,
 		step{"response.created", `{"type":"response.created","response":{"id":"r","status":"in_progress","error":null,"usage":null},"sequence_number":0}`, Metadata},

@@ -55,14 +55,17 @@ func object(d *jsonscan.Decoder) []byte {
 }
 
 // count consumes a value and returns it as a token count when it is a
-// non-negative integer.
+// number whose value is a non-negative integer up to 2^53, however it is
+// written: some OpenAI-compatible servers pass counts through floats and
+// send 3.0 or 1e1. A fraction, a negative number or any other type is no
+// count.
 func count(d *jsonscan.Decoder) (int, bool) {
 	if d.Peek() != jsonscan.Number {
 		d.Skip()
 		return 0, false
 	}
-	n, ok := d.Int()
-	if !ok || n < 0 || n > 1<<40 {
+	n, ok := d.Integer()
+	if !ok || n < 0 {
 		return 0, false
 	}
 	return int(n), true
