@@ -352,7 +352,7 @@ func TestGeminiCases(t *testing.T) {
 }
 
 func TestPieces(t *testing.T) {
-	in := "\xEF\xBB\xBF: first\n\n: OPENROUTER PROCESSING\n: two\n\ndata:\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\nevent: only\n\n\n\n"
+	in := "\xEF\xBB\xBF: first\n\n: OPENROUTER PROCESSING\n: two\n\ndata:\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\nevent: only\n\nretry: 3000\n\nid: 5\n\n\n\n"
 	r := sse.NewReader(strings.NewReader(in), 64)
 	s := NewStream(OpenAIChat)
 	var got []Kind
@@ -364,8 +364,9 @@ func TestPieces(t *testing.T) {
 		got = append(got, s.Piece(p).Kinds)
 	}
 	// The comment lines arrive as one piece (three heartbeats), then the
-	// empty-data event, the text event, the skipped block, blank lines.
-	want := []Kind{Heartbeat, Heartbeat, Text, Unknown, 0}
+	// empty-data event, the text event, three skipped blocks (event, retry,
+	// id only: valid SSE that dispatches nothing), blank lines.
+	want := []Kind{Heartbeat, Heartbeat, Text, 0, 0, 0, 0}
 	if len(got) != len(want) {
 		t.Fatalf("kinds %v, want %v", got, want)
 	}
@@ -375,8 +376,8 @@ func TestPieces(t *testing.T) {
 		}
 	}
 	// Three comment lines and one empty-data event are heartbeats; the
-	// block with only an event field dispatches nothing: unknown.
-	if c := s.Counts(); c.Heartbeat != 4 || c.Text != 1 || c.Unknown != 1 {
+	// skipped blocks are not counted at all.
+	if c := s.Counts(); c.Heartbeat != 4 || c.Text != 1 || c.Unknown != 0 || c.Metadata != 0 {
 		t.Errorf("counts %+v", c)
 	}
 	// A malformed (too long) block is unknown.

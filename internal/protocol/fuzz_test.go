@@ -120,6 +120,10 @@ func FuzzStream(f *testing.F) {
 				switch {
 				case p.Kind == sse.PieceComment:
 					want += commentLines(p.Raw)
+				case p.Kind == sse.PieceSkipped:
+					if res.Kinds != 0 || res.Event {
+						t.Fatalf("%s: skipped block %q classified as %+v", api, p.Raw, res)
+					}
 				case res.Kinds == 0:
 					t.Fatalf("%s: piece %q classified as nothing", api, p.Raw)
 				default:

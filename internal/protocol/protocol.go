@@ -393,8 +393,10 @@ func (s *Stream) API() API { return s.api }
 
 // Piece classifies one piece yielded by an sse.Reader: comments are
 // heartbeats (one per comment line; a piece of blank lines only carries
-// nothing), skipped, malformed and incomplete blocks are Unknown, events
-// are classified by Event.
+// nothing), malformed and incomplete blocks are Unknown, events are
+// classified by Event. A skipped block (only `event:`, `id:` or `retry:`
+// lines) is valid SSE that dispatches no event: like blank lines it
+// carries nothing and is not counted (Kinds 0).
 func (s *Stream) Piece(p *sse.Piece) Result {
 	switch p.Kind {
 	case sse.PieceEvent:
@@ -406,6 +408,8 @@ func (s *Stream) Piece(p *sse.Piece) Result {
 		}
 		s.counts.Heartbeat += n
 		return Result{Kinds: Heartbeat}
+	case sse.PieceSkipped:
+		return Result{}
 	default:
 		s.counts.Unknown++
 		return Result{Kinds: Unknown}
