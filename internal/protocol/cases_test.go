@@ -135,6 +135,34 @@ func TestChatCases(t *testing.T) {
 	}
 }
 
+// TestDoneMarkerEveryAPI: `data: [DONE]` ends a stream of any API
+// (compatible proxies add it to Responses, Messages and Gemini streams).
+func TestDoneMarkerEveryAPI(t *testing.T) {
+	for _, tt := range []struct {
+		api       API
+		typ, text string
+	}{
+		{OpenAIChat, "", `{"choices":[{"index":0,"delta":{"content":"Hi"}}]}`},
+		{OpenAIResponses, "response.output_text.delta", `{"type":"response.output_text.delta","delta":"Hi"}`},
+		{Anthropic, "content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}`},
+		{Gemini, "", `{"candidates":[{"content":{"parts":[{"text":"Hi"}]}}]}`},
+	} {
+		t.Run(string(tt.api), func(t *testing.T) {
+			s := run(t, tt.api,
+				step{tt.typ, tt.text, Text},
+				step{"", ` [DONE] `, Done},
+				step{"", `[DONE]x`, Unknown},
+			)
+			if s.Terminal() != TerminalDone || s.VisibleText() != "Hi" {
+				t.Errorf("terminal %s visible %q", s.Terminal(), s.VisibleText())
+			}
+			if c := s.Counts(); c.Done != 1 || c.Unknown != 1 {
+				t.Errorf("counts %+v", c)
+			}
+		})
+	}
+}
+
 func TestChatFinishAndErrorCode(t *testing.T) {
 	s := run(t, OpenAIChat,
 		step{"", `{"choices":[{"delta":{},"finish_reason":"content_filter"}]}`, Done},

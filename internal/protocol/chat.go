@@ -27,11 +27,9 @@ import "github.com/ttfx/ttfx/internal/jsonscan"
 //
 // The same walk reads non-streaming bodies: chat.completion (choices[].message
 // has the delta's fields), text_completion, and the usage of embeddings.
+//
+// `data: [DONE]` is handled by Stream.Event for every API.
 func chatEvent(c *content, e *event, data []byte) bool {
-	if string(data) == "[DONE]" {
-		e.kinds |= Done
-		return true
-	}
 	d := jsonscan.New(data)
 	if d.Peek() != jsonscan.Object {
 		return d.Skip() && d.End() && unknown(e)

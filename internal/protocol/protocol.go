@@ -433,6 +433,7 @@ func commentLines(raw []byte) int {
 
 // Event classifies one dispatched event. An event whose data is empty or
 // only white space (a lone `data:` line) is a heartbeat, not a t3 event.
+// `data: [DONE]` is done in every API (§2), not only in chat streams.
 func (s *Stream) Event(ev *sse.Event) Result {
 	data := trimSpace(ev.Data)
 	if len(data) == 0 {
@@ -443,14 +444,19 @@ func (s *Stream) Event(ev *sse.Event) Result {
 	mark := s.c
 	var e event
 	ok := false
-	switch s.api {
-	case OpenAIChat:
+	switch {
+	case string(data) == "[DONE]":
+		// OpenAI's end marker. Compatible proxies add it to the other
+		// APIs' streams too (after a Responses, Messages or Gemini
+		// stream); wherever it comes it says the stream ended.
+		e.kinds, ok = Done, true
+	case s.api == OpenAIChat:
 		ok = chatEvent(&s.c, &e, data)
-	case OpenAIResponses:
+	case s.api == OpenAIResponses:
 		ok = responsesEvent(&s.c, &e, ev.Type, data)
-	case Anthropic:
+	case s.api == Anthropic:
 		ok = anthropicEvent(&s.c, &e, ev.Type, data)
-	case Gemini:
+	case s.api == Gemini:
 		ok = geminiEvent(&s.c, &e, data)
 	}
 	if !ok {

@@ -96,6 +96,7 @@ func TestParseResponse(t *testing.T) {
 			kinds: Error, errCode: "INVALID_ARGUMENT",
 			source: SourceEstimate, visible: 0},
 		{name: "invalid JSON", api: OpenAIChat, body: `{"choices":[`, failWith: "not valid JSON"},
+		{name: "a stream's end marker is not a body", api: OpenAIChat, body: `[DONE]`, failWith: "not valid JSON"},
 		{name: "empty body", api: Gemini, body: ``, failWith: "not valid JSON"},
 		{name: "another API's body", api: Gemini, body: `{"type":"message","content":[]}`, failWith: "not a gemini response"},
 		{name: "not an object", api: Anthropic, body: `[1]`, failWith: "not valid"},
