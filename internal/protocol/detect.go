@@ -20,8 +20,10 @@ func DetectEvent(ev *sse.Event) (API, bool) { return DetectData(ev.Type, ev.Data
 //     openai.responses;
 //   - the Anthropic event types (message_start, content_block_*, ping,
 //     message_delta, message_stop) are anthropic; an "error" event is
-//     anthropic when it nests an error object ({"type":"error","error":{…}})
-//     and openai.responses when it has the code and message at the top;
+//     openai.responses when it has a sequence_number (every Responses
+//     event has one, no Anthropic event does) or the code and message at
+//     the top, and anthropic when it nests an error object
+//     ({"type":"error","error":{…}}) without a sequence_number;
 //   - candidates, usageMetadata or promptFeedback is gemini;
 //   - a bare {"error":{…}} is gemini when the error has a "status" (Google's
 //     {code, message, status}) and openai.chat when it has a "type".
@@ -39,6 +41,7 @@ func DetectData(typ, data []byte) (API, bool) {
 		chatShape    bool
 		geminiShape  bool
 		topLevelCode bool
+		sequence     bool // sequence_number: Responses only
 	)
 	d := jsonscan.New(data)
 	if d.Peek() == jsonscan.Object {
@@ -66,6 +69,9 @@ func DetectData(typ, data []byte) (API, bool) {
 				d.Skip()
 			case "code", "message":
 				topLevelCode = true
+				d.Skip()
+			case "sequence_number":
+				sequence = true
 				d.Skip()
 			case "error":
 				if d.Peek() != jsonscan.Object {
@@ -98,6 +104,8 @@ func DetectData(typ, data []byte) (API, bool) {
 	}
 	switch {
 	case bytes.HasPrefix(name, []byte("response.")), string(name) == "keepalive":
+		return OpenAIResponses, true
+	case string(name) == "error" && sequence:
 		return OpenAIResponses, true
 	case string(name) == "error" && nestedError:
 		return Anthropic, true

@@ -121,6 +121,8 @@ func TestDetect(t *testing.T) {
 		{"message_start", `{"type":"message_start","message":{}}`, Anthropic, true},
 		{"ping", `{"type": "ping"}`, Anthropic, true},
 		{"error", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, Anthropic, true},
+		{"error", `{"type":"error","error":{"type":"invalid_request_error","code":"context_length_exceeded","message":"x"},"sequence_number":0}`, OpenAIResponses, true},
+		{"", `{"sequence_number":3,"type":"error","error":{"type":"server_error"}}`, OpenAIResponses, true},
 		{"content_block_delta", `not json`, Anthropic, true}, // the SSE type tells
 		{"", `{"candidates":[{"content":{"parts":[{"text":"a"}]}}]}`, Gemini, true},
 		{"", `{"usageMetadata":{"promptTokenCount":1}}`, Gemini, true},
