@@ -110,6 +110,11 @@ func TestChatCases(t *testing.T) {
 			{"", `{"choices":[{"index":0,"delta":{"content":[{"type":"text","text":"Four"}]}}]}`, Text},
 			{"", `{"choices":[{"index":0,"delta":{"content":[{"text":"x","type":"image_url"}]}}]}`, Metadata},
 		}, TerminalTruncated, "Four"},
+		{"tool arguments as an object", []step{
+			{"", `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"f","arguments":{}}}]}}]}`, Metadata},
+			{"", `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":{"city":"Paris"}}}]},"finish_reason":"tool_calls"}]}`, Tool | Done},
+			{"", `{"choices":[{"index":0,"delta":{"function_call":{"name":"g","arguments":{"q":1}}}}]}`, Tool},
+		}, TerminalDone, ""},
 		{"custom tool input", []step{
 			{"", `{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","type":"custom","custom":{"name":"shell","input":""}}]}}]}`, Metadata},
 			{"", `{"choices":[{"delta":{"tool_calls":[{"index":0,"custom":{"input":"ls -la"}}]}}]}`, Tool},

@@ -211,7 +211,9 @@ func toolCall(d *jsonscan.Decoder, c *content, e *event) {
 }
 
 // functionArgs consumes an object whose member named field holds argument
-// text.
+// text. Some OpenAI-compatible servers send the arguments as a JSON object
+// instead of a string ("arguments":{"city":"Paris"}): a non-empty object is
+// tool content too, an empty one ({}) is the call's header.
 func functionArgs(d *jsonscan.Decoder, c *content, e *event, field string) {
 	if d.Peek() != jsonscan.Object {
 		d.Skip()
@@ -223,10 +225,15 @@ func functionArgs(d *jsonscan.Decoder, c *content, e *event, field string) {
 		if !ok {
 			return
 		}
-		if string(k) == field {
-			str(d, c, e, Tool)
-		} else {
+		switch {
+		case string(k) != field:
 			d.Skip()
+		case d.Peek() == jsonscan.Object:
+			if nonEmptyObject(d) {
+				e.kinds |= Tool
+			}
+		default:
+			str(d, c, e, Tool)
 		}
 	}
 }
