@@ -289,6 +289,24 @@ func TestResponsesDoneWithoutDeltas(t *testing.T) {
 	if s.VisibleText() != "Hello" {
 		t.Errorf("visible %q", s.VisibleText())
 	}
+	// The other .done events of text and tool content, each alone.
+	for _, tt := range []step{
+		{"", `{"type":"response.refusal.done","refusal":"I can't help with that.","item_id":"m"}`, Text},
+		{"response.refusal.done", `{"refusal":"No."}`, Text},
+		{"", `{"type":"response.custom_tool_call_input.done","input":"ls -la","item_id":"ct"}`, Tool},
+		{"", `{"type":"response.mcp_call_arguments.done","arguments":"{\"q\":1}"}`, Tool},
+		{"", `{"type":"response.code_interpreter_call_code.done","code":"print(1)"}`, Tool},
+		{"", `{"type":"response.custom_tool_call_input.done","input":"  "}`, Metadata},
+	} {
+		run(t, OpenAIResponses, tt)
+	}
+	// After deltas they are repeats: metadata.
+	run(t, OpenAIResponses,
+		step{"", `{"type":"response.refusal.delta","delta":"No."}`, Text},
+		step{"", `{"type":"response.refusal.done","refusal":"No."}`, Metadata},
+		step{"", `{"type":"response.custom_tool_call_input.delta","delta":"ls"}`, Tool},
+		step{"", `{"type":"response.custom_tool_call_input.done","input":"ls"}`, Metadata},
+	)
 }
 
 func TestResponsesErrors(t *testing.T) {

@@ -25,12 +25,15 @@ import (
 //     reasoning item with only encrypted_content carries no reasoning text:
 //     metadata (INDEX.md, gpt-5.2 fixture).
 //
-// One leniency: response.output_text.done and
-// response.function_call_arguments.done repeat what the deltas carried, but
-// a compatible server that sends no deltas (a non-streaming answer replayed
-// as events) would otherwise show no content at all; when no text (or no
-// tool argument) has been seen yet in the stream, the .done event counts as
-// that content.
+// One leniency: the .done events of text and tool content
+// (response.output_text.done "text", response.refusal.done "refusal",
+// response.function_call_arguments.done and response.mcp_call_arguments.done
+// "arguments", response.custom_tool_call_input.done "input",
+// response.code_interpreter_call_code.done "code") repeat what the deltas
+// carried, but a compatible server that sends no deltas (a non-streaming
+// answer replayed as events) would otherwise show no content at all; when
+// no text (or no tool content) has been seen yet in the stream, the .done
+// event counts as that content.
 
 type respType uint8
 
@@ -45,8 +48,11 @@ const (
 	respFailed
 	respError
 	respKeepalive
-	respTextDone // response.output_text.done: "text"
-	respToolDone // response.function_call_arguments.done: "arguments"
+	respTextDone    // response.output_text.done: "text"
+	respRefusalDone // response.refusal.done: "refusal"
+	respToolDone    // response.function_call_arguments.done, mcp_call_arguments.done: "arguments"
+	respInputDone   // response.custom_tool_call_input.done: "input"
+	respCodeDone    // response.code_interpreter_call_code.done: "code"
 )
 
 func respTypeOf(t []byte) respType {
@@ -70,12 +76,21 @@ func respTypeOf(t []byte) respType {
 		return respKeepalive
 	case "response.output_text.done":
 		return respTextDone
-	case "response.function_call_arguments.done":
+	case "response.refusal.done":
+		return respRefusalDone
+	case "response.function_call_arguments.done", "response.mcp_call_arguments.done":
 		return respToolDone
+	case "response.custom_tool_call_input.done":
+		return respInputDone
+	case "response.code_interpreter_call_code.done":
+		return respCodeDone
 	}
 	if bytes.HasPrefix(t, []byte("response.")) {
-		if bytes.HasSuffix(t, []byte("_arguments.delta")) {
+		switch {
+		case bytes.HasSuffix(t, []byte("_arguments.delta")):
 			return respTool
+		case bytes.HasSuffix(t, []byte("_arguments.done")):
+			return respToolDone
 		}
 		return respMeta
 	}
@@ -89,7 +104,9 @@ func responsesEvent(c *content, e *event, sseType, data []byte) bool {
 	}
 	t := respUnknown
 	hasType := false
-	var delta, text, args, resp, errObj, code []byte
+	// code is an error event's code, or the code text of
+	// response.code_interpreter_call_code.done.
+	var delta, text, refusal, args, input, resp, errObj, code []byte
 	d.Object()
 	for {
 		k, ok := d.Key()
@@ -108,8 +125,12 @@ func responsesEvent(c *content, e *event, sseType, data []byte) bool {
 			delta = rawStr(&d)
 		case "text":
 			text = rawStr(&d)
+		case "refusal":
+			refusal = rawStr(&d)
 		case "arguments":
 			args = rawStr(&d)
+		case "input":
+			input = rawStr(&d)
 		case "response":
 			resp = object(&d)
 		case "error":
@@ -133,12 +154,21 @@ func responsesEvent(c *content, e *event, sseType, data []byte) bool {
 		addContent(c, e, delta, Reasoning)
 	case respTool:
 		addContent(c, e, delta, Tool)
-	case respTextDone:
+	case respTextDone, respRefusalDone:
 		if !c.sawText {
+			if t == respRefusalDone {
+				text = refusal
+			}
 			addContent(c, e, text, Text)
 		}
-	case respToolDone:
+	case respToolDone, respInputDone, respCodeDone:
 		if !c.sawTool {
+			switch t {
+			case respInputDone:
+				args = input
+			case respCodeDone:
+				args = code
+			}
 			addContent(c, e, args, Tool)
 		}
 	case respCompleted, respIncomplete, respFailed:
