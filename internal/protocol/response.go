@@ -45,7 +45,13 @@ func ParseResponse(api API, body []byte) (ResponseInfo, error) {
 		ok = chatEvent(&c, &e, trimSpace(body))
 	case OpenAIResponses:
 		d := jsonscan.New(body)
-		ok = responseObject(&d, &c, &e, true) && d.End()
+		valid, shaped := responseObject(&d, &c, &e, true)
+		ok = valid && d.End()
+		if !shaped {
+			// `{}`, a chat.completion, anything without the response
+			// object's shape: not a Responses body.
+			e.kinds |= Unknown
+		}
 	case Anthropic:
 		ok = anthropicMessage(&c, &e, body)
 	case Gemini:

@@ -210,10 +210,13 @@ func responsesEvent(c *content, e *event, sseType, data []byte) bool {
 // status (the finish reason: incomplete_details.reason when it gives one,
 // else the status) and its error. With output set (non-streaming bodies) it
 // also reads the output items; in a stream they repeat what the deltas
-// already carried.
-func responseObject(d *jsonscan.Decoder, c *content, e *event, output bool) bool {
+// already carried. It reports whether the walk was valid, and whether the
+// object had the shape of a response (object "response", an output array)
+// or of an error body (an error): ParseResponse takes nothing else for a
+// Responses body.
+func responseObject(d *jsonscan.Decoder, c *content, e *event, output bool) (valid, shaped bool) {
 	if d.Peek() != jsonscan.Object {
-		return false
+		return false, false
 	}
 	var status, reason []byte
 	d.Object()
@@ -247,11 +250,21 @@ func responseObject(d *jsonscan.Decoder, c *content, e *event, output bool) bool
 			if d.Peek() == jsonscan.Object {
 				e.kinds |= Error
 				e.errCode = errorCode(d)
+				shaped = true
 			} else {
 				d.Skip()
 			}
+		case "object":
+			if string(rawStr(d)) == "response" {
+				shaped = true
+			}
 		case "output":
-			if !output || d.Peek() != jsonscan.Array {
+			if d.Peek() != jsonscan.Array {
+				d.Skip()
+				continue
+			}
+			shaped = true
+			if !output {
 				d.Skip()
 				continue
 			}
@@ -278,7 +291,7 @@ func responseObject(d *jsonscan.Decoder, c *content, e *event, output bool) bool
 			e.errCode = status
 		}
 	}
-	return !d.Failed()
+	return !d.Failed(), shaped
 }
 
 type itemType uint8
