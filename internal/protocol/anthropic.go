@@ -16,7 +16,9 @@ import "github.com/ttfx/ttfx/internal/jsonscan"
 //     except a redacted_thinking block, which is reasoning whose text is
 //     encrypted (§2);
 //   - message_delta carries stop_reason (done) and the output usage;
-//     message_stop is done; error is error.
+//     message_stop is done; error is error, and so is an event of no type
+//     it knows with a top-level error (an object, or a string from a
+//     proxy: {"error":"…"}).
 //
 // Usage: input in message_start (input_tokens + cache_creation_input_tokens
 // + cache_read_input_tokens: the three are disjoint parts of the prompt),
@@ -73,7 +75,8 @@ func anthropicEvent(c *content, e *event, sseType, data []byte) bool {
 	}
 	t := antUnknown
 	hasType := false
-	var message, block, delta, usage, errObj []byte
+	var message, block, delta, usage, errCode, errType []byte
+	hasErr := false
 	d.Object()
 	for {
 		k, ok := d.Key()
@@ -97,7 +100,9 @@ func anthropicEvent(c *content, e *event, sseType, data []byte) bool {
 		case "usage":
 			usage = object(&d)
 		case "error":
-			errObj = object(&d)
+			errCode, hasErr = errorValue(&d)
+		case "error_type":
+			errType = rawStr(&d)
 		default:
 			d.Skip()
 		}
@@ -107,6 +112,9 @@ func anthropicEvent(c *content, e *event, sseType, data []byte) bool {
 	}
 	if !hasType {
 		t = antTypeOf(sseType)
+	}
+	if t == antUnknown && hasErr {
+		t = antError
 	}
 	switch t {
 	case antPing:
@@ -170,10 +178,9 @@ func anthropicEvent(c *content, e *event, sseType, data []byte) bool {
 		e.kinds |= Done
 	case antError:
 		e.kinds |= Error
-		e.errCode = errorWord
-		if errObj != nil {
-			ed := jsonscan.New(errObj)
-			e.errCode = errorCode(&ed)
+		e.errCode = errCode
+		if errCode == nil {
+			e.errCode = stringErrorCode(errType)
 		}
 	default:
 		return unknown(e)

@@ -140,6 +140,43 @@ func TestChatCases(t *testing.T) {
 	}
 }
 
+// TestStringErrors: an in-stream error given as a string ({"error":"…"},
+// Hugging Face TGI and other compatible servers) is error in every API;
+// its code is error_type (or a sibling type/code), never the message.
+func TestStringErrors(t *testing.T) {
+	for _, tt := range []struct {
+		api       API
+		typ, data string
+		code      string
+	}{
+		{OpenAIChat, "", `{"error":"upstream connection reset"}`, "error"},
+		{OpenAIChat, "", `{"error":"Request failed during generation: CUDA out of memory","error_type":"generation"}`, "generation"},
+		{OpenAIChat, "", `{"error":"bad","type":"invalid_request_error"}`, "invalid_request_error"},
+		{OpenAIResponses, "", `{"error":"upstream connection reset"}`, "error"},
+		{OpenAIResponses, "", `{"error":"overloaded","error_type":"overloaded"}`, "overloaded"},
+		{OpenAIResponses, "", `{"error":{"message":"x","type":"server_error"}}`, "server_error"},
+		{OpenAIResponses, "error", `{"type":"error","error":{"type":"invalid_request_error","code":"context_length_exceeded","message":"x"},"sequence_number":0}`, "context_length_exceeded"},
+		{Anthropic, "", `{"error":"upstream connection reset"}`, "error"},
+		{Anthropic, "", `{"error":{"type":"overloaded_error","message":"Overloaded"}}`, "overloaded_error"},
+		{Anthropic, "error", `{"type":"error","error":"Overloaded","error_type":"overloaded"}`, "overloaded"},
+		{Gemini, "", `{"error":"upstream connection reset"}`, "error"},
+		{Gemini, "", `{"error":"x","error_type":"validation"}`, "validation"},
+	} {
+		s := run(t, tt.api, step{tt.typ, tt.data, Error})
+		if s.Terminal() != TerminalError || s.ErrorCode() != tt.code {
+			t.Errorf("%s %s: terminal %s code %q, want error %q", tt.api, tt.data, s.Terminal(), s.ErrorCode(), tt.code)
+		}
+	}
+	// An empty string or null is no error.
+	for _, api := range APIs {
+		for _, data := range []string{`{"error":""}`, `{"error":null}`} {
+			if r := NewStream(api).Event(&sse.Event{Data: []byte(data)}); r.Kinds&Error != 0 {
+				t.Errorf("%s %s: %s", api, data, r.Kinds)
+			}
+		}
+	}
+}
+
 // TestDoneMarkerEveryAPI: `data: [DONE]` ends a stream of any API
 // (compatible proxies add it to Responses, Messages and Gemini streams).
 func TestDoneMarkerEveryAPI(t *testing.T) {

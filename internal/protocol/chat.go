@@ -22,7 +22,8 @@ import "github.com/ttfx/ttfx/internal/jsonscan"
 // chunk, in a usage-only chunk with empty choices (stream_options.include_usage),
 // after the finish chunk (OpenRouter), or in x_groq.usage (Groq). Azure's
 // first chunk has empty choices and prompt_filter_results: metadata. Errors
-// arrive as {"error":{…}} or, from vLLM, {"object":"error",…}. Legacy
+// arrive as {"error":{…}}, as {"error":"message"} (Hugging Face TGI, with
+// error_type) or, from vLLM, {"object":"error",…}. Legacy
 // /v1/completions chunks carry choices[].text.
 //
 // The same walk reads non-streaming bodies: chat.completion (choices[].message
@@ -38,7 +39,8 @@ func chatEvent(c *content, e *event, data []byte) bool {
 	known := false
 	choices := -1 // absent
 	var usage, groq Usage
-	var topType, objectErr = []byte(nil), false
+	var topType, errType []byte
+	objectErr, stringErr := false, false
 	for {
 		k, ok := d.Key()
 		if !ok {
@@ -63,12 +65,13 @@ func chatEvent(c *content, e *event, data []byte) bool {
 		case "x_groq":
 			groq = groqUsage(&d)
 		case "error":
-			if d.Peek() == jsonscan.Object {
+			if code, isErr := errorValue(&d); isErr {
 				e.kinds |= Error
-				e.errCode = errorCode(&d)
-			} else {
-				d.Skip()
+				e.errCode = code
+				stringErr = code == nil
 			}
+		case "error_type":
+			errType = rawStr(&d)
 		case "object":
 			known = true
 			if v := rawStr(&d); string(v) == "error" {
@@ -86,13 +89,10 @@ func chatEvent(c *content, e *event, data []byte) bool {
 	if !d.End() {
 		return false
 	}
-	if objectErr {
+	if objectErr || stringErr {
 		e.kinds |= Error
 		if e.errCode == nil {
-			e.errCode = topType
-			if e.errCode == nil {
-				e.errCode = errorWord
-			}
+			e.errCode = stringErrorCode(errType, topType)
 		}
 	}
 	if !usage.any() {

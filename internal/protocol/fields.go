@@ -132,6 +132,38 @@ func errorCode(d *jsonscan.Decoder) []byte {
 	return errorWord
 }
 
+// errorValue consumes the value of an "error" member and reports whether it
+// is an error: an object (whose code errorCode reads), or a non-empty
+// string. A string is the error's message — Hugging Face TGI and other
+// OpenAI-compatible servers send {"error":"upstream connection reset"} or
+// {"error":"…","error_type":"overloaded"} mid-stream — so it gives no code
+// (nil); the caller takes one from a sibling member (see stringErrorCode).
+// null, "" and other values are no error (Responses objects carry
+// "error":null).
+func errorValue(d *jsonscan.Decoder) (code []byte, isErr bool) {
+	switch d.Peek() {
+	case jsonscan.Object:
+		return errorCode(d), true
+	case jsonscan.String:
+		raw, _ := d.Str()
+		return nil, len(raw) > 0
+	}
+	d.Skip()
+	return nil, false
+}
+
+// stringErrorCode is the code of an error given as a string: the first
+// non-empty candidate (TGI's error_type, a top-level type or code), else
+// "error". The string itself is never the code: it is the message.
+func stringErrorCode(candidates ...[]byte) []byte {
+	for _, c := range candidates {
+		if len(c) > 0 {
+			return c
+		}
+	}
+	return errorWord
+}
+
 // errorWord is the code of an error object that gives none.
 var errorWord = []byte("error")
 

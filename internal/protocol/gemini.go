@@ -20,7 +20,8 @@ import "github.com/ttfx/ttfx/internal/jsonscan"
 // which ends the stream with no output (FinishReason exposes it).
 // promptFeedback.blockReason (prompt blocked, no candidates) ends the
 // response: done, with the block reason as the finish reason.
-// {"error":{"code","message","status"}} is error.
+// {"error":{"code","message","status"}} is error, and so is an error given
+// as a string by a proxy ({"error":"…"}, with error_type as its code).
 //
 // Usage: usageMetadata on (nearly) every chunk, cumulative; the last wins.
 // candidatesTokenCount excludes thoughts (thoughtsTokenCount), so Gemini
@@ -33,6 +34,7 @@ func geminiEvent(c *content, e *event, data []byte) bool {
 		return d.Skip() && d.End() && unknown(e)
 	}
 	known := false
+	var errType []byte
 	d.Object()
 	for {
 		k, ok := d.Key()
@@ -62,12 +64,12 @@ func geminiEvent(c *content, e *event, data []byte) bool {
 				e.finish = r
 			}
 		case "error":
-			if d.Peek() == jsonscan.Object {
+			if code, isErr := errorValue(&d); isErr {
 				e.kinds |= Error
-				e.errCode = errorCode(&d)
-			} else {
-				d.Skip()
+				e.errCode = code
 			}
+		case "error_type":
+			errType = rawStr(&d)
 		case "modelVersion", "responseId", "createTime":
 			known = true
 			d.Skip()
@@ -77,6 +79,9 @@ func geminiEvent(c *content, e *event, data []byte) bool {
 	}
 	if !d.End() {
 		return false
+	}
+	if e.kinds&Error != 0 && e.errCode == nil {
+		e.errCode = stringErrorCode(errType)
 	}
 	if !known && e.kinds == 0 {
 		return unknown(e)

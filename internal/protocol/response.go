@@ -90,6 +90,7 @@ func anthropicMessage(c *content, e *event, body []byte) bool {
 		return false
 	}
 	t := antUnknown
+	var errType []byte
 	d.Object()
 	for {
 		k, ok := d.Key()
@@ -121,18 +122,21 @@ func anthropicMessage(c *content, e *event, body []byte) bool {
 		case "usage":
 			e.report(anthropicUsage(&d))
 		case "error":
-			if d.Peek() == jsonscan.Object {
+			if code, isErr := errorValue(&d); isErr {
 				e.kinds |= Error
-				e.errCode = errorCode(&d)
-			} else {
-				d.Skip()
+				e.errCode = code
 			}
+		case "error_type":
+			errType = rawStr(&d)
 		default:
 			d.Skip()
 		}
 	}
 	if !d.End() {
 		return false
+	}
+	if e.kinds&Error != 0 && e.errCode == nil {
+		e.errCode = stringErrorCode(errType)
 	}
 	switch t {
 	case antMessage:

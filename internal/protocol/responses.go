@@ -17,7 +17,9 @@ import (
 //     are tool; the call's header (response.output_item.added of a
 //     function_call) is metadata;
 //   - response.completed and response.incomplete are done (with the usage);
-//   - response.failed and error are error;
+//   - response.failed and error are error, and so is an event with no type
+//     it knows that carries a top-level error (an object, or a string as
+//     OpenAI-compatible servers send: {"error":"…"});
 //   - keepalive ({"type":"keepalive","sequence_number":n}, sent on long
 //     requests though undocumented) is a heartbeat;
 //   - every other response.* event (created, in_progress, output_item.*,
@@ -106,7 +108,8 @@ func responsesEvent(c *content, e *event, sseType, data []byte) bool {
 	hasType := false
 	// code is an error event's code, or the code text of
 	// response.code_interpreter_call_code.done.
-	var delta, text, refusal, args, input, resp, errObj, code []byte
+	var delta, text, refusal, args, input, resp, code, errType, errCode []byte
+	hasErr := false
 	d.Object()
 	for {
 		k, ok := d.Key()
@@ -134,7 +137,9 @@ func responsesEvent(c *content, e *event, sseType, data []byte) bool {
 		case "response":
 			resp = object(&d)
 		case "error":
-			errObj = object(&d)
+			errCode, hasErr = errorValue(&d)
+		case "error_type":
+			errType = rawStr(&d)
 		case "code":
 			code = rawStr(&d)
 		default:
@@ -146,6 +151,9 @@ func responsesEvent(c *content, e *event, sseType, data []byte) bool {
 	}
 	if !hasType {
 		t = respTypeOf(sseType)
+	}
+	if t == respUnknown && hasErr {
+		t = respError
 	}
 	switch t {
 	case respText:
@@ -190,11 +198,10 @@ func responsesEvent(c *content, e *event, sseType, data []byte) bool {
 		switch {
 		case len(code) > 0:
 			e.errCode = code
-		case errObj != nil:
-			ed := jsonscan.New(errObj)
-			e.errCode = errorCode(&ed)
+		case errCode != nil:
+			e.errCode = errCode
 		default:
-			e.errCode = errorWord
+			e.errCode = stringErrorCode(errType)
 		}
 	case respKeepalive:
 		e.kinds |= Heartbeat
@@ -218,7 +225,8 @@ func responseObject(d *jsonscan.Decoder, c *content, e *event, output bool) (val
 	if d.Peek() != jsonscan.Object {
 		return false, false
 	}
-	var status, reason []byte
+	var status, reason, errType []byte
+	stringErr := false
 	d.Object()
 	for {
 		k, ok := d.Key()
@@ -247,13 +255,14 @@ func responseObject(d *jsonscan.Decoder, c *content, e *event, output bool) (val
 				}
 			}
 		case "error":
-			if d.Peek() == jsonscan.Object {
+			if code, isErr := errorValue(d); isErr {
 				e.kinds |= Error
-				e.errCode = errorCode(d)
+				e.errCode = code
+				stringErr = code == nil
 				shaped = true
-			} else {
-				d.Skip()
 			}
+		case "error_type":
+			errType = rawStr(d)
 		case "object":
 			if string(rawStr(d)) == "response" {
 				shaped = true
@@ -275,6 +284,9 @@ func responseObject(d *jsonscan.Decoder, c *content, e *event, output bool) (val
 		default:
 			d.Skip()
 		}
+	}
+	if stringErr && e.errCode == nil {
+		e.errCode = stringErrorCode(errType)
 	}
 	switch {
 	case len(reason) > 0:
