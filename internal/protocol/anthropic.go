@@ -153,6 +153,7 @@ func anthropicEvent(c *content, e *event, sseType, data []byte) bool {
 	case antMessageDelta:
 		e.kinds |= Metadata
 		if delta != nil {
+			var stop []byte // the last stop_reason member counts
 			dd := jsonscan.New(delta)
 			dd.Object()
 			for {
@@ -161,13 +162,14 @@ func anthropicEvent(c *content, e *event, sseType, data []byte) bool {
 					break
 				}
 				if string(k) == "stop_reason" {
-					if r := rawStr(&dd); len(r) > 0 {
-						e.kinds |= Done
-						e.finish = r
-					}
+					stop = rawStr(&dd)
 				} else {
 					dd.Skip()
 				}
+			}
+			if len(stop) > 0 {
+				e.kinds |= Done
+				e.finish = stop
 			}
 		}
 		if usage != nil {

@@ -205,6 +205,57 @@ func TestDoneMarkerEveryAPI(t *testing.T) {
 	}
 }
 
+// TestFinishReasonText: finish reasons and error codes are recorded
+// unescaped, and a key given twice counts with its last value (as
+// encoding/json reads it).
+func TestFinishReasonText(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		api    API
+		steps  []step
+		finish string
+		code   string
+	}{
+		{"escaped chat finish", OpenAIChat, []step{
+			{"", `{"choices":[{"index":0,"delta":{},"finish_reason":"\u0073top"}]}`, Done}}, "stop", ""},
+		{"escaped unknown finish", OpenAIChat, []step{
+			{"", `{"choices":[{"index":0,"delta":{},"finish_reason":"eos\/x\u00e9"}]}`, Done}}, "eos/xé", ""},
+		{"duplicate finish_reason, null last", OpenAIChat, []step{
+			{"", `{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":"stop","finish_reason":null}]}`, Text}}, "", ""},
+		{"duplicate finish_reason, value last", OpenAIChat, []step{
+			{"", `{"choices":[{"index":0,"delta":{},"finish_reason":null,"finish_reason":"length"}]}`, Done}}, "length", ""},
+		{"escaped error code", OpenAIChat, []step{
+			{"", `{"error":{"message":"x","code":"rate\u005flimit"}}`, Error}}, "", "rate_limit"},
+		{"escaped anthropic stop_reason, last one", Anthropic, []step{
+			{"message_delta", `{"type":"message_delta","delta":{"stop_reason":"max_tokens","stop_reason":"end\u005fturn"}}`, Done | Metadata}}, "end_turn", ""},
+		{"anthropic stop_reason null last", Anthropic, []step{
+			{"message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_reason":null}}`, Metadata}}, "", ""},
+		{"escaped gemini finishReason, last one", Gemini, []step{
+			{"", `{"candidates":[{"content":{"parts":[{"text":"a"}]},"finishReason":"OTHER","finishReason":"\u0053TOP"}]}`, Text | Done}}, "STOP", ""},
+		{"gemini blockReason, last promptFeedback", Gemini, []step{
+			{"", `{"promptFeedback":{"blockReason":"SAFETY"},"promptFeedback":{"blockReason":"OTHER"}}`, Done}}, "OTHER", ""},
+		{"escaped responses status", OpenAIResponses, []step{
+			{"", `{"type":"response.completed","response":{"status":"c\u006fmpleted"}}`, Done}}, "completed", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := run(t, tt.api, tt.steps...)
+			if s.FinishReason() != tt.finish || s.ErrorCode() != tt.code {
+				t.Errorf("finish %q code %q, want %q %q", s.FinishReason(), s.ErrorCode(), tt.finish, tt.code)
+			}
+		})
+	}
+	info, err := ParseResponse(Anthropic, []byte(`{"type":"message","content":[],"stop_reason":"end\u005fturn","stop_reason":"tool\u005fuse"}`))
+	if err != nil || info.FinishReason != "tool_use" {
+		t.Errorf("ParseResponse finish %q, %v", info.FinishReason, err)
+	}
+	// An escaped common reason is interned: recording it does not allocate.
+	s := NewStream(OpenAIChat)
+	ev := &sse.Event{Data: []byte(`{"choices":[{"index":0,"delta":{},"finish_reason":"\u0073top"}]}`)}
+	if n := testing.AllocsPerRun(100, func() { s.Event(ev) }); n != 0 {
+		t.Errorf("%v allocations per escaped finish reason", n)
+	}
+}
+
 func TestChatFinishAndErrorCode(t *testing.T) {
 	s := run(t, OpenAIChat,
 		step{"", `{"choices":[{"delta":{},"finish_reason":"content_filter"}]}`, Done},

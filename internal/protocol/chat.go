@@ -121,11 +121,12 @@ func chatChoice(d *jsonscan.Decoder, c *content, e *event) {
 		d.Skip()
 		return
 	}
+	var finish []byte
 	d.Object()
 	for {
 		k, ok := d.Key()
 		if !ok {
-			return
+			break
 		}
 		switch string(k) {
 		case "delta", "message":
@@ -133,13 +134,16 @@ func chatChoice(d *jsonscan.Decoder, c *content, e *event) {
 		case "text": // legacy /v1/completions
 			str(d, c, e, Text)
 		case "finish_reason":
-			if r := rawStr(d); len(r) > 0 {
-				e.kinds |= Done
-				e.finish = r
-			}
+			// A repeated key counts with its last value, as in
+			// encoding/json: "stop" then null is no finish.
+			finish = rawStr(d)
 		default:
 			d.Skip()
 		}
+	}
+	if len(finish) > 0 {
+		e.kinds |= Done
+		e.finish = finish
 	}
 }
 

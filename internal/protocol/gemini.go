@@ -34,7 +34,7 @@ func geminiEvent(c *content, e *event, data []byte) bool {
 		return d.Skip() && d.End() && unknown(e)
 	}
 	known := false
-	var errType []byte
+	var errType, block []byte
 	d.Object()
 	for {
 		k, ok := d.Key()
@@ -59,10 +59,7 @@ func geminiEvent(c *content, e *event, data []byte) bool {
 			}
 		case "promptFeedback":
 			known = true
-			if r := blockReason(&d); len(r) > 0 {
-				e.kinds |= Done
-				e.finish = r
-			}
+			block = blockReason(&d) // the last one counts
 		case "error":
 			if code, isErr := errorValue(&d); isErr {
 				e.kinds |= Error
@@ -83,6 +80,10 @@ func geminiEvent(c *content, e *event, data []byte) bool {
 	if e.kinds&Error != 0 && e.errCode == nil {
 		e.errCode = stringErrorCode(errType)
 	}
+	if len(block) > 0 {
+		e.kinds |= Done
+		e.finish = block
+	}
 	if !known && e.kinds == 0 {
 		return unknown(e)
 	}
@@ -94,11 +95,12 @@ func geminiCandidate(d *jsonscan.Decoder, c *content, e *event) {
 		d.Skip()
 		return
 	}
+	var finish []byte
 	d.Object()
 	for {
 		k, ok := d.Key()
 		if !ok {
-			return
+			break
 		}
 		switch string(k) {
 		case "content":
@@ -122,13 +124,14 @@ func geminiCandidate(d *jsonscan.Decoder, c *content, e *event) {
 				}
 			}
 		case "finishReason":
-			if r := rawStr(d); len(r) > 0 {
-				e.kinds |= Done
-				e.finish = r
-			}
+			finish = rawStr(d) // the last one counts
 		default:
 			d.Skip()
 		}
+	}
+	if len(finish) > 0 {
+		e.kinds |= Done
+		e.finish = finish
 	}
 }
 

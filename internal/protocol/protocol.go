@@ -359,7 +359,7 @@ func (c *content) tokens(seen bool) Tokens {
 type event struct {
 	kinds     Kind
 	usage     Usage
-	finish    []byte // finish/stop reason, raw; valid while the event's data is
+	finish    []byte // finish/stop reason, raw (escapes in place); valid while the event's data is
 	errCode   []byte // error type or code, raw
 	usageOnly bool
 }
@@ -383,6 +383,9 @@ type Stream struct {
 	sawErr  bool
 	finish  string
 	errCode string
+	// scratch holds a finish reason or error code unescaped ("\u0073top"
+	// is "stop"), so that the common ones still intern without allocating.
+	scratch [64]byte
 }
 
 // NewStream returns a Stream for a stream of api.
@@ -485,11 +488,15 @@ func (s *Stream) Event(ev *sse.Event) Result {
 	s.sawDone = s.sawDone || e.kinds&Done != 0
 	s.sawErr = s.sawErr || e.kinds&Error != 0
 	s.c.usage.merge(e.usage)
-	if len(e.finish) > 0 && s.finish != string(e.finish) {
-		s.finish = intern(e.finish)
+	if len(e.finish) > 0 {
+		if f := unescape(s.scratch[:0], e.finish); s.finish != string(f) {
+			s.finish = intern(f)
+		}
 	}
-	if len(e.errCode) > 0 && s.errCode != string(e.errCode) {
-		s.errCode = string(e.errCode)
+	if len(e.errCode) > 0 {
+		if c := unescape(s.scratch[:0], e.errCode); s.errCode != string(c) {
+			s.errCode = string(c)
+		}
 	}
 	return r
 }
@@ -547,6 +554,15 @@ func trimSpace(b []byte) []byte {
 		b = b[:len(b)-1]
 	}
 	return b
+}
+
+// unescape returns the text of the raw contents of a JSON string: raw itself
+// when it has no escapes, else raw decoded into dst.
+func unescape(dst, raw []byte) []byte {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return raw
+	}
+	return jsonscan.AppendUnescaped(dst, raw)
 }
 
 // intern returns common finish reasons as constants so that recording them

@@ -74,9 +74,9 @@ func ParseResponse(api API, body []byte) (ResponseInfo, error) {
 		Text:         e.kinds&Text != 0,
 		Effective:    e.kinds&(Text|Reasoning|Tool) != 0,
 		Usage:        c.usage,
-		FinishReason: string(e.finish),
+		FinishReason: string(unescape(nil, e.finish)),
 		Error:        e.kinds&Error != 0,
-		ErrorCode:    string(e.errCode),
+		ErrorCode:    string(unescape(nil, e.errCode)),
 		Tokens:       c.tokens(true),
 	}, nil
 }
@@ -90,7 +90,7 @@ func anthropicMessage(c *content, e *event, body []byte) bool {
 		return false
 	}
 	t := antUnknown
-	var errType []byte
+	var errType, stop []byte
 	d.Object()
 	for {
 		k, ok := d.Key()
@@ -115,10 +115,7 @@ func anthropicMessage(c *content, e *event, body []byte) bool {
 				anthropicBlock(&d, c, e)
 			}
 		case "stop_reason":
-			if r := rawStr(&d); len(r) > 0 {
-				e.kinds |= Done
-				e.finish = r
-			}
+			stop = rawStr(&d) // the last one counts
 		case "usage":
 			e.report(anthropicUsage(&d))
 		case "error":
@@ -137,6 +134,10 @@ func anthropicMessage(c *content, e *event, body []byte) bool {
 	}
 	if e.kinds&Error != 0 && e.errCode == nil {
 		e.errCode = stringErrorCode(errType)
+	}
+	if len(stop) > 0 {
+		e.kinds |= Done
+		e.finish = stop
 	}
 	switch t {
 	case antMessage:
