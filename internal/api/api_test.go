@@ -355,6 +355,11 @@ func TestBadRequests(t *testing.T) {
 		{"/api/stats?fields=ttft", "fields"},
 		{"/api/stats?bucket=1ms", "bucket"},
 		{"/api/stats?bucket=1s&since=7d", "buckets"},
+		{"/api/stats?since=36500d", "31 days"},
+		{"/api/stats?since=32d", "31 days"},
+		{"/api/stats?from=1970-01-01T00:00:00Z", "31 days"},
+		{"/api/stats?from=2025-01-01T00:00:00Z&to=2025-02-01T00:00:01Z", "31 days"},
+		{"/api/stats?to=2030-01-01T00:00:00Z&since=1h", "31 days"},
 		{"/api/stats?limit=5", "unknown parameter"},
 		{"/api/health?verbose=1", "unknown parameter"},
 	} {
@@ -377,6 +382,32 @@ func TestBadRequests(t *testing.T) {
 	a = call(t, "GET", srv.URL+"/api/nothing", keyAdmin)
 	if a.status != 404 || errorType(t, a) != TypeNotFound {
 		t.Errorf("unknown endpoint: %d %s", a.status, a.body)
+	}
+}
+
+func TestStatsWindowBound(t *testing.T) {
+	// A window of up to MaxStatsWindow is summarised; one longer is a
+	// 400 that names the bound (TestBadRequests), whatever the retention.
+	srv, _ := fixture(t)
+	for _, path := range []string{
+		"/api/stats?since=31d",
+		"/api/stats?since=744h",
+		"/api/stats?from=2025-02-11T12:00:00Z", // now − 31 days
+		"/api/stats?from=2025-01-01T00:00:00Z&to=2025-02-01T00:00:00Z",
+		"/api/stats?to=2025-03-14T12:00:00Z", // the default day before to
+	} {
+		a := call(t, "GET", srv.URL+path, keyViewerA)
+		if a.status != 200 {
+			t.Errorf("%s: %d %s", path, a.status, a.body)
+		}
+	}
+	a := call(t, "GET", srv.URL+"/api/stats?from=2025-02-11T11:59:59Z", keyViewerA)
+	if a.status != 400 || !strings.Contains(string(a.body), "longer than 31 days") {
+		t.Errorf("a second past the bound: %d %s", a.status, a.body)
+	}
+	// /api/requests pages through any window: it is not bounded.
+	if a := call(t, "GET", srv.URL+"/api/requests?from=1970-01-01T00:00:00Z", keyAdmin); a.status != 200 {
+		t.Errorf("requests over a long window: %d %s", a.status, a.body)
 	}
 }
 

@@ -32,6 +32,13 @@ var (
 // retention period by accident.
 const DefaultStatsWindow = 24 * time.Hour
 
+// MaxStatsWindow is the longest window one /api/stats call may summarise,
+// whatever the retention: a summary reads every record of its window, and
+// a viewer must not be able to make the gateway read years of them
+// (from=1970, since=36500d). A month covers the default retention of 30
+// days; longer views are several calls.
+const MaxStatsWindow = 31 * 24 * time.Hour
+
 // single returns the one value of a parameter, or an error when it is given
 // more than once.
 func single(q url.Values, name string) (string, error) {
@@ -160,6 +167,14 @@ func parseStats(q url.Values, now time.Time) (store.StatsQuery, error) {
 			f.From = f.To.Add(-DefaultStatsWindow)
 		}
 	}
+	end := f.To
+	if end.IsZero() {
+		end = now
+	}
+	if end.Sub(f.From) > MaxStatsWindow {
+		return sq, badf("the window %s to %s is longer than %d days, the most /api/stats summarises at once (whatever the retention); narrow it with from and to, or since",
+			f.From.Format(time.RFC3339), end.Format(time.RFC3339), int(MaxStatsWindow/(24*time.Hour)))
+	}
 	sq.Filter = f
 	for _, name := range []string{"group_by", "bucket", "fields"} {
 		if _, err := single(q, name); err != nil {
@@ -202,10 +217,6 @@ func parseStats(q url.Values, now time.Time) (store.StatsQuery, error) {
 			return sq, badf("bucket: want a duration of at least %v such as 1m, 1h or 1d, got %q", store.MinBucket, v)
 		}
 		sq.Bucket = d
-		end := f.To
-		if end.IsZero() {
-			end = now
-		}
 		if n := end.Sub(f.From) / d; n > store.MaxStatsGroups {
 			return sq, badf("bucket: %d buckets of %v in the window exceed %d; widen the bucket or narrow the window", n, d, store.MaxStatsGroups)
 		}

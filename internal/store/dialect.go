@@ -114,7 +114,7 @@ func openSQLite(ctx context.Context, file string) (Store, error) {
 		read.Close()
 		return nil, fmt.Errorf("open store %s: %w", file, err)
 	}
-	return &sqlStore{d: sqliteDialect, write: write, read: read}, nil
+	return newSQLStore(sqliteDialect, write, read), nil
 }
 
 // openPostgres opens a PostgreSQL database through pgx's database/sql
@@ -152,7 +152,7 @@ func openPostgres(ctx context.Context, dsn string) (Store, error) {
 		write.Close()
 		return nil, err
 	}
-	return &sqlStore{d: postgresDialect, write: write, read: read}, nil
+	return newSQLStore(postgresDialect, write, read), nil
 }
 
 // The pool sizes of a PostgreSQL store, per gateway replica.

@@ -22,6 +22,18 @@ type sqlStore struct {
 	d     dialect
 	write *sql.DB // inserts, deletes and pings
 	read  *sql.DB // queries: a pool of its own, so reads cannot starve writes
+
+	// statsSlots holds a token per Stats call running (see
+	// MaxConcurrentStats).
+	statsSlots chan struct{}
+	// maxStatsRows is MaxStatsRows; tests lower it rather than store
+	// millions of records.
+	maxStatsRows int
+}
+
+func newSQLStore(d dialect, write, read *sql.DB) *sqlStore {
+	return &sqlStore{d: d, write: write, read: read,
+		statsSlots: make(chan struct{}, MaxConcurrentStats), maxStatsRows: MaxStatsRows}
 }
 
 func (s *sqlStore) Engine() string { return s.d.name }

@@ -86,10 +86,20 @@ var Dimensions = map[string]string{
 	"provider": "provider",
 }
 
-// Bounds of a Stats answer.
+// Bounds of a Stats answer. Stats holds every present value of the records
+// it reads until it has summarised them (about 100 bytes a record with all
+// fields), so what one call may read is bounded, and so is how many run at
+// once: together they bound the memory and CPU that callers of /api/stats
+// can make the gateway spend.
 const (
 	MaxStatsGroups = 10000 // groups (× buckets) in one answer
 	MinBucket      = time.Second
+	// MaxStatsRows is the most records one Stats call reads; past it the
+	// call fails with ErrBadQuery rather than hold more.
+	MaxStatsRows = 2_000_000
+	// MaxConcurrentStats is how many Stats calls one store runs at once;
+	// further calls wait for a turn (or for their context to end).
+	MaxConcurrentStats = 2
 )
 
 // StatsQuery selects and groups the records Stats summarises.
@@ -304,11 +314,19 @@ func resolveStats(q *StatsQuery) ([]*StatField, []string, error) {
 // query and summarises them in Go, and counts labels with a GROUP BY; both
 // queries run in one read-only transaction so they see the same records.
 // Its cost grows with the records in the window (every present value is
-// held while a group is summarised), so callers bound the window.
+// held while a group is summarised): it stops with ErrBadQuery past
+// MaxStatsRows records, and waits while MaxConcurrentStats other calls
+// run.
 func (s *sqlStore) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
 	fields, dimCols, err := resolveStats(&q)
 	if err != nil {
 		return Stats{}, err
+	}
+	select {
+	case s.statsSlots <- struct{}{}:
+		defer func() { <-s.statsSlots }()
+	case <-ctx.Done():
+		return Stats{}, fmt.Errorf("stats: waiting for one of %d summaries running to finish: %w", MaxConcurrentStats, ctx.Err())
 	}
 	// The raw columns the fields read, each once.
 	var raw []string
@@ -354,7 +372,12 @@ func (s *sqlStore) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
 	}
 	var keyBuf strings.Builder
 	in := make([]float64, 2)
+	scanned := 0
 	for rows.Next() {
+		if scanned++; scanned > s.maxStatsRows {
+			rows.Close()
+			return Stats{}, fmt.Errorf("%w: more than %d records match; narrow the window or filter", ErrBadQuery, s.maxStatsRows)
+		}
 		// Scanning into *any skips database/sql's reflective conversions;
 		// both drivers hand over int64, float64, string or nil here.
 		if err := rows.Scan(dest...); err != nil {

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"math"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ttfx/ttfx/internal/record"
+	"github.com/ttfx/ttfx/internal/testenv"
 	"github.com/ttfx/ttfx/internal/timeline"
 )
 
@@ -315,5 +318,131 @@ func TestStatsScanOrIndex(t *testing.T) {
 	}
 	if answers[0] != answers[1] {
 		t.Errorf("scan and index disagree:\n%s\n%s", answers[0], answers[1])
+	}
+}
+
+func TestStatsRowBound(t *testing.T) {
+	// Past the bound a call stops with ErrBadQuery instead of holding
+	// every value; the bound is lowered here from MaxStatsRows so as not
+	// to store millions of records.
+	forEachEngine(t, func(t *testing.T, s Store) {
+		var recs []record.Record
+		for i := range 60 {
+			r := fullRecord(idN(i), testBase.Add(time.Duration(i)*time.Second))
+			if i%2 == 1 {
+				r.Model = "other"
+			}
+			recs = append(recs, r)
+		}
+		insert(t, s, recs...)
+		s.(*sqlStore).maxStatsRows = 50
+		_, err := s.Stats(ctxT(t), StatsQuery{})
+		if !errors.Is(err, ErrBadQuery) || !strings.Contains(err.Error(), "narrow the window or filter") {
+			t.Errorf("60 records past a bound of 50: %v", err)
+		}
+		// Narrowed, the same store answers.
+		for _, f := range []Filter{{Model: "other"}, {To: testBase.Add(50 * time.Second)}} {
+			st, err := s.Stats(ctxT(t), StatsQuery{Filter: f})
+			if err != nil || len(st.Groups) != 1 || st.Groups[0].Count > 50 {
+				t.Errorf("narrowed to %+v: %v %+v", f, err, st.Groups)
+			}
+		}
+		s.(*sqlStore).maxStatsRows = 60
+		if st, err := s.Stats(ctxT(t), StatsQuery{}); err != nil || st.Groups[0].Count != 60 {
+			t.Errorf("60 records at a bound of 60: %v", err)
+		}
+	})
+}
+
+func TestStatsConcurrencyBound(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s Store) {
+		insert(t, s, fullRecord("req-1", testBase))
+		slots := s.(*sqlStore).statsSlots
+		if cap(slots) != MaxConcurrentStats {
+			t.Fatalf("%d slots, want %d", cap(slots), MaxConcurrentStats)
+		}
+		// Two calls running: a third waits, and gives up with its context.
+		for range MaxConcurrentStats {
+			slots <- struct{}{}
+		}
+		ctx, cancel := context.WithTimeout(ctxT(t), 150*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		if _, err := s.Stats(ctx, StatsQuery{}); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("a third call: %v, want it to wait for its deadline", err)
+		}
+		if d := time.Since(start); d < 100*time.Millisecond {
+			t.Errorf("the third call returned after %v without waiting", d)
+		}
+		// One finishes: the waiting call runs.
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.Stats(ctxT(t), StatsQuery{})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			t.Fatalf("ran with every slot taken: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		<-slots
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the waiting call did not run once a slot was free")
+		}
+		<-slots
+		if len(slots) != 0 {
+			t.Errorf("%d slots still held after every call returned", len(slots))
+		}
+	})
+}
+
+func TestStatsConcurrencyBoundPostgres(t *testing.T) {
+	// Real calls, blocked in PostgreSQL by a table lock: only
+	// MaxConcurrentStats of them reach the database at once.
+	dsn := testenv.PostgresSchema(t)
+	app := "ttfx_stats_bound_" + strings.TrimPrefix(strings.SplitN(strings.SplitN(dsn, "search_path=", 2)[1], "&", 2)[0], "ttfx_test_")
+	s, err := Open(ctxT(t), dsn+"&application_name="+app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	insert(t, s, fullRecord("req-1", testBase))
+	admin, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	release := holdTable(t, admin, "requests")
+	const calls = 5
+	done := make(chan error, calls)
+	for range calls {
+		go func() {
+			_, err := s.Stats(ctxT(t), StatsQuery{})
+			done <- err
+		}()
+	}
+	waiting := func() int {
+		var n int
+		if err := admin.QueryRowContext(ctxT(t), `SELECT COUNT(*) FROM pg_stat_activity
+			WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	waitFor(t, "summaries waiting on the lock", func() bool { return waiting() > 0 })
+	time.Sleep(300 * time.Millisecond) // time for any further call to arrive
+	if n := waiting(); n != MaxConcurrentStats {
+		t.Errorf("%d summaries in the database at once, want %d", n, MaxConcurrentStats)
+	}
+	release()
+	for range calls {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -46,7 +46,9 @@ type Store interface {
 	Get(ctx context.Context, id string) (record.Record, error)
 	// List returns the records matching f, newest first, one page at a time.
 	List(ctx context.Context, f Filter) (Page, error)
-	// Stats summarises the records matching q (see Stats).
+	// Stats summarises the records matching q (see Stats). It fails with
+	// ErrBadQuery past MaxStatsRows records and runs at most
+	// MaxConcurrentStats calls at once, the others waiting their turn.
 	Stats(ctx context.Context, q StatsQuery) (Stats, error)
 	// DeleteBefore deletes up to limit records whose timestamp is before t,
 	// oldest first, and returns how many it deleted.

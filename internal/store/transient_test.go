@@ -149,7 +149,7 @@ func TestWriterWaitsOutReadOnlyPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	w := NewWriter(&sqlStore{d: postgresDialect, write: ro, read: ro}, fastRetry)
+	w := NewWriter(newSQLStore(postgresDialect, ro, ro), fastRetry)
 	for i := range 10 {
 		w.Record(fullRecord(idN(i), testBase))
 	}
