@@ -205,6 +205,56 @@ func TestDoneMarkerEveryAPI(t *testing.T) {
 	}
 }
 
+// TestChatChoices: with n > 1 a chat stream is done when every choice it
+// showed has a finish_reason (or at [DONE]), and the finish reason kept is
+// choice 0's.
+func TestChatChoices(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		steps    []step
+		terminal Terminal
+		finish   string
+	}{
+		{"choice 1 still streaming when choice 0 finished", []step{
+			{"", `{"choices":[{"index":0,"delta":{"role":"assistant","content":""}},{"index":1,"delta":{"role":"assistant","content":""}}]}`, Metadata},
+			{"", `{"choices":[{"index":1,"delta":{"content":"B"}}]}`, Text},
+			{"", `{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, Done},
+			{"", `{"choices":[{"index":1,"delta":{"content":"more"},"finish_reason":null}]}`, Text},
+		}, TerminalTruncated, "stop"},
+		{"every choice finished, choice 0's reason kept", []step{
+			{"", `{"choices":[{"index":0,"delta":{"content":"A"}},{"index":1,"delta":{"content":"B"}}]}`, Text},
+			{"", `{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, Done},
+			{"", `{"choices":[{"index":1,"delta":{},"finish_reason":"length"}]}`, Done},
+		}, TerminalDone, "stop"},
+		{"choice 1 finishes first", []step{
+			{"", `{"choices":[{"index":1,"delta":{"content":"B"},"finish_reason":"length"},{"index":0,"delta":{"content":"A"}}]}`, Text | Done},
+			{"", `{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, Done},
+		}, TerminalDone, "stop"},
+		{"both finish in one chunk", []step{
+			{"", `{"choices":[{"index":1,"delta":{},"finish_reason":"length"},{"index":0,"delta":{},"finish_reason":"stop"}]}`, Done},
+		}, TerminalDone, "stop"},
+		{"an unfinished choice, then [DONE]", []step{
+			{"", `{"choices":[{"index":0,"delta":{"content":"A"},"finish_reason":"stop"},{"index":1,"delta":{"content":"B"}}]}`, Text | Done},
+			{"", `[DONE]`, Done},
+		}, TerminalDone, "stop"},
+		{"choices without an index are choice 0", []step{
+			{"", `{"choices":[{"delta":{"content":"A"}}]}`, Text},
+			{"", `{"choices":[{"delta":{},"finish_reason":"stop"}]}`, Done},
+		}, TerminalDone, "stop"},
+		{"a malformed chunk shows no choice", []step{
+			{"", `{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, Done},
+			{"", `{"choices":[{"index":1,"delta":{"content":"B"}}]`, Unknown},
+		}, TerminalDone, "stop"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := run(t, OpenAIChat, tt.steps...)
+			if s.Terminal() != tt.terminal || s.FinishReason() != tt.finish {
+				t.Errorf("terminal %s finish %q, want %s %q", s.Terminal(), s.FinishReason(), tt.terminal, tt.finish)
+			}
+		})
+	}
+}
+
 // TestFinishReasonText: finish reasons and error codes are recorded
 // unescaped, and a key given twice counts with its last value (as
 // encoding/json reads it).

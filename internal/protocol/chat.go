@@ -18,7 +18,9 @@ import "github.com/ttfx/ttfx/internal/jsonscan"
 //     are tool; the call's header (id, name, "" arguments) is metadata;
 //   - role-only, empty and whitespace-only deltas are metadata.
 //
-// finish_reason marks the response finished. Usage comes on the finish
+// finish_reason marks its choice finished; the stream is done when every
+// choice index it showed has finished (n > 1 streams several choices, each
+// with its own index and finish_reason), or at [DONE]. Usage comes on the finish
 // chunk, in a usage-only chunk with empty choices (stream_options.include_usage),
 // after the finish chunk (OpenRouter), or in x_groq.usage (Groq). Azure's
 // first chunk has empty choices and prompt_filter_results: metadata. Errors
@@ -122,6 +124,7 @@ func chatChoice(d *jsonscan.Decoder, c *content, e *event) {
 		return
 	}
 	var finish []byte
+	idx := 0 // a choice without an index is choice 0 (single-choice servers omit it)
 	d.Object()
 	for {
 		k, ok := d.Key()
@@ -129,6 +132,8 @@ func chatChoice(d *jsonscan.Decoder, c *content, e *event) {
 			break
 		}
 		switch string(k) {
+		case "index":
+			idx, _ = count(d)
 		case "delta", "message":
 			chatDelta(d, c, e)
 		case "text": // legacy /v1/completions
@@ -141,9 +146,11 @@ func chatChoice(d *jsonscan.Decoder, c *content, e *event) {
 			d.Skip()
 		}
 	}
+	e.seen.add(idx)
 	if len(finish) > 0 {
 		e.kinds |= Done
-		e.finish = finish
+		e.finished.add(idx)
+		e.setFinish(idx, finish)
 	}
 }
 

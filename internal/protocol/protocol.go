@@ -360,9 +360,42 @@ type event struct {
 	kinds     Kind
 	usage     Usage
 	finish    []byte // finish/stop reason, raw (escapes in place); valid while the event's data is
+	finishIdx int    // the index of the chat choice finish belongs to (0 in the other APIs)
 	errCode   []byte // error type or code, raw
 	usageOnly bool
+	// end is set for a marker that ends the whole stream whatever its
+	// choices did (`[DONE]`); a chat finish_reason ends only its choice.
+	end bool
+	// seen and finished are the chat choice indexes the event carried and
+	// the ones among them that gave a finish_reason.
+	seen, finished choiceSet
 }
+
+// setFinish records the finish reason of choice idx. Of several choices the
+// lowest index wins (choice 0, the one a client with n = 1 reads); a later
+// finish of the same choice replaces an earlier one.
+func (e *event) setFinish(idx int, r []byte) {
+	if e.finish == nil || idx <= e.finishIdx {
+		e.finish, e.finishIdx = r, idx
+	}
+}
+
+// choiceSet is a set of chat choice indexes 0–127 (OpenAI's n is at most
+// 128); a larger index counts as 127, so a stream of more choices than that
+// may be taken for finished once choice 127 and above all gave one finish.
+type choiceSet [2]uint64
+
+func (s *choiceSet) add(i int) {
+	i = min(max(i, 0), 127)
+	s[i>>6] |= 1 << (i & 63)
+}
+
+func (s *choiceSet) union(t choiceSet) { s[0], s[1] = s[0]|t[0], s[1]|t[1] }
+
+func (s choiceSet) empty() bool { return s[0]|s[1] == 0 }
+
+// within reports whether every index of s is in t.
+func (s choiceSet) within(t choiceSet) bool { return s[0]&^t[0] == 0 && s[1]&^t[1] == 0 }
 
 // report merges a usage report into the event.
 func (e *event) report(u Usage) {
@@ -381,8 +414,12 @@ type Stream struct {
 	events  int // dispatched events with data
 	sawDone bool
 	sawErr  bool
-	finish  string
-	errCode string
+	// The chat choices seen and those that finished: a chat stream is done
+	// when every choice it showed gave a finish_reason (or at [DONE]).
+	choices, finished choiceSet
+	finish            string
+	finishIdx         int // the choice finish belongs to (see event.setFinish)
+	errCode           string
 	// scratch holds a finish reason or error code unescaped ("\u0073top"
 	// is "stop"), so that the common ones still intern without allocating.
 	scratch [64]byte
@@ -452,7 +489,7 @@ func (s *Stream) Event(ev *sse.Event) Result {
 		// OpenAI's end marker. Compatible proxies add it to the other
 		// APIs' streams too (after a Responses, Messages or Gemini
 		// stream); wherever it comes it says the stream ended.
-		e.kinds, ok = Done, true
+		e.kinds, e.end, ok = Done, true, true
 	case s.api == OpenAIChat:
 		ok = chatEvent(&s.c, &e, data)
 	case s.api == OpenAIResponses:
@@ -485,13 +522,18 @@ func (s *Stream) Event(ev *sse.Event) Result {
 	s.c.sawText = s.c.sawText || e.kinds&Text != 0
 	s.c.sawReasoning = s.c.sawReasoning || e.kinds&Reasoning != 0
 	s.c.sawTool = s.c.sawTool || e.kinds&Tool != 0
-	s.sawDone = s.sawDone || e.kinds&Done != 0
+	// A chat finish_reason finishes its choice, not the stream (n > 1);
+	// every other API's done, and [DONE], ends the stream.
+	s.sawDone = s.sawDone || e.end || (s.api != OpenAIChat && e.kinds&Done != 0)
+	s.choices.union(e.seen)
+	s.finished.union(e.finished)
 	s.sawErr = s.sawErr || e.kinds&Error != 0
 	s.c.usage.merge(e.usage)
-	if len(e.finish) > 0 {
+	if len(e.finish) > 0 && (s.finish == "" || e.finishIdx <= s.finishIdx) {
 		if f := unescape(s.scratch[:0], e.finish); s.finish != string(f) {
 			s.finish = intern(f)
 		}
+		s.finishIdx = e.finishIdx
 	}
 	if len(e.errCode) > 0 {
 		if c := unescape(s.scratch[:0], e.errCode); s.errCode != string(c) {
@@ -511,7 +553,8 @@ func (s *Stream) Usage() Usage { return s.c.usage }
 // FinishReason returns the last finish/stop reason the stream gave
 // (finish_reason, stop_reason, Gemini finishReason — e.g.
 // MALFORMED_FUNCTION_CALL, which ends the stream as done but with no
-// output — or a Responses status), or "".
+// output — or a Responses status), or "". Of a chat stream with several
+// choices (n > 1) it is choice 0's (the lowest index that gave one).
 func (s *Stream) FinishReason() string { return s.finish }
 
 // ErrorCode returns the type or code of the last in-stream error
@@ -521,12 +564,15 @@ func (s *Stream) ErrorCode() string { return s.errCode }
 
 // Terminal returns how the stream ended; call it after the stream ended.
 // An error wins over a terminal marker (providers often send [DONE] after
-// an error chunk).
+// an error chunk). A chat stream is done at [DONE], or when every choice
+// index it showed gave a finish_reason: with n > 1, one choice finishing
+// while another still streams is not the end, and a stream that closes
+// then is truncated.
 func (s *Stream) Terminal() Terminal {
 	switch {
 	case s.sawErr:
 		return TerminalError
-	case s.sawDone:
+	case s.sawDone, !s.choices.empty() && s.choices.within(s.finished):
 		return TerminalDone
 	default:
 		return TerminalTruncated
