@@ -345,6 +345,26 @@ func TestChatUsage(t *testing.T) {
 	if u := g.Usage(); u.Input != 10 || u.Output != 4 || u.HasReasoning {
 		t.Errorf("groq usage %+v", u)
 	}
+	// Moonshot (Kimi): usage inside the finishing choice, when the chunk
+	// has no top-level usage; a top-level usage wins.
+	m := NewStream(OpenAIChat)
+	if r := m.Event(&sse.Event{Data: []byte(`{"choices":[{"index":0,"delta":{},"finish_reason":"stop","usage":{"prompt_tokens":8,"completion_tokens":3,"total_tokens":11}}]}`)}); r.Kinds != Done|Metadata || r.UsageOnly {
+		t.Errorf("moonshot choice usage: %+v", r)
+	}
+	if u := m.Usage(); u.Input != 8 || u.Output != 3 || !u.HasOutput {
+		t.Errorf("moonshot usage %+v", u)
+	}
+	m.Event(&sse.Event{Data: []byte(`{"choices":[{"index":0,"delta":{},"usage":{"prompt_tokens":1,"completion_tokens":1}}],"usage":{"prompt_tokens":8,"completion_tokens":4}}`)})
+	if u := m.Usage(); u.Input != 8 || u.Output != 4 {
+		t.Errorf("top-level usage beside a choice's: %+v", u)
+	}
+	m.Event(&sse.Event{Data: []byte(`{"choices":[{"index":0,"delta":{},"usage":{"prompt_tokens":8,"completion_tokens":5}}],"usage":null}`)})
+	if u := m.Usage(); u.Output != 5 {
+		t.Errorf("choice usage beside usage null: %+v", u)
+	}
+	if info, err := ParseResponse(OpenAIChat, []byte(`{"object":"chat.completion","choices":[{"index":0,"message":{"content":"Hi"},"finish_reason":"stop","usage":{"prompt_tokens":2,"completion_tokens":1}}]}`)); err != nil || info.Usage.Output != 1 {
+		t.Errorf("choice usage in a body: %+v %v", info.Usage, err)
+	}
 	// usage: null is no report.
 	n := NewStream(OpenAIChat)
 	if r := n.Event(&sse.Event{Data: []byte(`{"choices":[{"delta":{"content":"x"}}],"usage":null}`)}); r.Kinds != Text || r.UsageOnly {

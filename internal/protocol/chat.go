@@ -22,7 +22,8 @@ import "github.com/ttfx/ttfx/internal/jsonscan"
 // choice index it showed has finished (n > 1 streams several choices, each
 // with its own index and finish_reason), or at [DONE]. Usage comes on the finish
 // chunk, in a usage-only chunk with empty choices (stream_options.include_usage),
-// after the finish chunk (OpenRouter), or in x_groq.usage (Groq). Azure's
+// after the finish chunk (OpenRouter), in x_groq.usage (Groq), or inside the
+// finishing choice (Moonshot/Kimi: choices[].usage). Azure's
 // first chunk has empty choices and prompt_filter_results: metadata. Errors
 // arrive as {"error":{…}}, as {"error":"message"} (Hugging Face TGI, with
 // error_type) or, from vLLM, {"object":"error",…}. Legacy
@@ -40,7 +41,7 @@ func chatEvent(c *content, e *event, data []byte) bool {
 	d.Object()
 	known := false
 	choices := -1 // absent
-	var usage, groq Usage
+	var usage, groq, inChoice Usage
 	var topType, errType []byte
 	objectErr, stringErr := false, false
 	for {
@@ -59,7 +60,7 @@ func chatEvent(c *content, e *event, data []byte) bool {
 			choices = 0
 			for d.Elem() {
 				choices++
-				chatChoice(&d, c, e)
+				chatChoice(&d, c, e, &inChoice)
 			}
 		case "usage":
 			known = true
@@ -98,6 +99,9 @@ func chatEvent(c *content, e *event, data []byte) bool {
 		}
 	}
 	if !usage.any() {
+		usage = inChoice
+	}
+	if !usage.any() {
 		usage = groq
 	}
 	e.report(usage)
@@ -117,8 +121,10 @@ func unknown(e *event) bool {
 	return true
 }
 
-// chatChoice consumes one element of choices.
-func chatChoice(d *jsonscan.Decoder, c *content, e *event) {
+// chatChoice consumes one element of choices. Moonshot (Kimi) puts the
+// usage inside the finishing choice (choices[].usage); it is stored in *u
+// and counts when the chunk has no top-level usage.
+func chatChoice(d *jsonscan.Decoder, c *content, e *event, u *Usage) {
 	if d.Peek() != jsonscan.Object {
 		d.Skip()
 		return
@@ -134,6 +140,10 @@ func chatChoice(d *jsonscan.Decoder, c *content, e *event) {
 		switch string(k) {
 		case "index":
 			idx, _ = count(d)
+		case "usage":
+			if v := openAIUsage(d); v.any() {
+				*u = v
+			}
 		case "delta", "message":
 			chatDelta(d, c, e)
 		case "text": // legacy /v1/completions
