@@ -325,11 +325,6 @@ func TestChatUsage(t *testing.T) {
 	if r := ev(`{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":9,"completion_tokens_details":{"reasoning_tokens":7}}}`); !r.UsageOnly || r.Kinds != Metadata {
 		t.Errorf("usage-only chunk: %+v", r)
 	}
-	// OpenRouter's usage after stop has a choice with an empty delta: not
-	// the include_usage chunk a relay strips.
-	if r := ev(`{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"usage":{"prompt_tokens":5,"completion_tokens":9}}`); r.UsageOnly {
-		t.Errorf("usage with choices reported as usage-only")
-	}
 	u := s.Usage()
 	if u != (Usage{Input: 5, Output: 9, Reasoning: 7, HasInput: true, HasOutput: true, HasReasoning: true}) {
 		t.Errorf("usage %+v", u)
@@ -337,6 +332,29 @@ func TestChatUsage(t *testing.T) {
 	// Reasoning broken out: visible = output − reasoning.
 	if tk := s.Tokens(); tk.Visible != 2 || tk.Source != SourceUsage {
 		t.Errorf("tokens %+v", tk)
+	}
+	// OpenRouter's usage after stop has a choice with an empty delta: not
+	// the include_usage chunk a relay strips. It is the last complete
+	// report, and replaces the one before whole.
+	if r := ev(`{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"usage":{"prompt_tokens":5,"completion_tokens":9}}`); r.UsageOnly {
+		t.Errorf("usage with choices reported as usage-only")
+	}
+	if u := s.Usage(); u != (Usage{Input: 5, Output: 9, HasInput: true, HasOutput: true}) {
+		t.Errorf("usage after the last report %+v", u)
+	}
+
+	// A later report replaces an earlier one whole: a reasoning count it
+	// does not repeat is not kept from the earlier report.
+	r := NewStream(OpenAIChat)
+	r.Event(&sse.Event{Data: []byte(`{"choices":[{"delta":{"content":"Hello"}}],"usage":{"prompt_tokens":3,"completion_tokens":50,"reasoning_tokens":45}}`)})
+	r.Event(&sse.Event{Data: []byte(`{"choices":[{"delta":{"content":" world"}}],"usage":{"completion_tokens":60}}`)})
+	if u := r.Usage(); u != (Usage{Output: 60, HasOutput: true}) {
+		t.Errorf("later report mixed with an earlier one: %+v", u)
+	}
+	// A usage object with no count at all is no report: it keeps the last.
+	r.Event(&sse.Event{Data: []byte(`{"choices":[],"usage":{"total_tokens":60}}`)})
+	if u := r.Usage(); u != (Usage{Output: 60, HasOutput: true}) {
+		t.Errorf("empty report replaced the last: %+v", u)
 	}
 
 	// Groq: x_groq.usage when there is no top-level usage.
@@ -525,6 +543,16 @@ func TestAnthropicCases(t *testing.T) {
 	)
 	if e.Terminal() != TerminalError || e.ErrorCode() != "overloaded_error" {
 		t.Errorf("error: terminal %s code %q", e.Terminal(), e.ErrorCode())
+	}
+
+	// Anthropic splits one report: input in message_start, output in
+	// message_delta; both are kept.
+	m := run(t, Anthropic,
+		step{"message_start", `{"type":"message_start","message":{"usage":{"input_tokens":5,"cache_read_input_tokens":2,"output_tokens":1}}}`, Metadata},
+		step{"message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9}}`, Done | Metadata},
+	)
+	if u := m.Usage(); u != (Usage{Input: 7, Output: 9, HasInput: true, HasOutput: true}) {
+		t.Errorf("anthropic split usage: %+v", u)
 	}
 
 	d := run(t, Anthropic,

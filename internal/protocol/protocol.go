@@ -187,9 +187,12 @@ type Usage struct {
 	HasInput, HasOutput, HasReasoning bool
 }
 
-// merge lays a later report over u: the last report of each count wins
-// (§2), and a report that omits a count does not erase an earlier one
-// (Anthropic reports input in message_start and output in message_delta).
+// merge lays a later report over u count by count: a report that omits a
+// count does not erase an earlier one. Only Anthropic's usage is merged
+// this way, because it splits one report across two events by design
+// (input in message_start, output in message_delta); the other APIs send
+// complete, cumulative reports, and the last one replaces the earlier ones
+// whole (§2: "the last complete report wins") — see Stream.Event.
 func (u *Usage) merge(v Usage) {
 	if v.HasInput {
 		u.Input, u.HasInput = v.Input, true
@@ -397,10 +400,11 @@ func (s choiceSet) empty() bool { return s[0]|s[1] == 0 }
 // within reports whether every index of s is in t.
 func (s choiceSet) within(t choiceSet) bool { return s[0]&^t[0] == 0 && s[1]&^t[1] == 0 }
 
-// report merges a usage report into the event.
+// report records a usage report of the event; a second one in the same
+// event (a repeated key) replaces the first, as encoding/json would.
 func (e *event) report(u Usage) {
 	if u.any() {
-		e.usage.merge(u)
+		e.usage = u
 		e.kinds |= Metadata
 	}
 }
@@ -528,7 +532,13 @@ func (s *Stream) Event(ev *sse.Event) Result {
 	s.choices.union(e.seen)
 	s.finished.union(e.finished)
 	s.sawErr = s.sawErr || e.kinds&Error != 0
-	s.c.usage.merge(e.usage)
+	if e.usage.any() {
+		if s.api == Anthropic {
+			s.c.usage.merge(e.usage) // one report in two events, see merge
+		} else {
+			s.c.usage = e.usage // the last complete report wins
+		}
+	}
 	if len(e.finish) > 0 && (s.finish == "" || e.finishIdx <= s.finishIdx) {
 		if f := unescape(s.scratch[:0], e.finish); s.finish != string(f) {
 			s.finish = intern(f)
@@ -546,8 +556,9 @@ func (s *Stream) Event(ev *sse.Event) Result {
 // Counts returns the pieces seen so far per primary kind.
 func (s *Stream) Counts() Counts { return s.counts }
 
-// Usage returns the provider's usage as reported so far (the last report of
-// each count wins).
+// Usage returns the provider's usage as reported so far: the last report
+// (chat usage, a Responses response's usage, Gemini usageMetadata) whole,
+// or for Anthropic message_start's input with message_delta's output.
 func (s *Stream) Usage() Usage { return s.c.usage }
 
 // FinishReason returns the last finish/stop reason the stream gave
