@@ -428,6 +428,9 @@ func TestStatsAnswer(t *testing.T) {
 	if st.Window.From == nil || !st.Window.From.Equal(now.Add(-DefaultStatsWindow)) || st.Window.To != nil {
 		t.Errorf("window %+v", st.Window)
 	}
+	if !strings.Contains(string(a.body), `"truncated":false`) || st.Definitions["truncated"] == "" {
+		t.Errorf("the answer does not say whether it is truncated: %.200s", a.body)
+	}
 	if !strings.Contains(st.PercentileMethod, "linear interpolation") {
 		t.Errorf("method %q", st.PercentileMethod)
 	}

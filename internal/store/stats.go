@@ -116,8 +116,22 @@ type Stats struct {
 	Definitions      map[string]string `json:"definitions"` // every field and count in the answer, one sentence each
 	GroupBy          []string          `json:"group_by"`
 	BucketMs         float64           `json:"bucket_ms,omitempty"` // bucket width; absent without buckets
-	Groups           []Group           `json:"groups"`              // ordered by key, then bucket
+	Groups           []Group           `json:"groups"`              // ordered by key, then bucket; the overflow group, if any, last
+	// Truncated reports that the records made more than MaxStatsGroups
+	// groups: the first MaxStatsGroups keys met have groups of their own,
+	// and every further one is folded into a last group whose key values
+	// are all OtherKey and which has no bucket (see TruncatedDefinition).
+	Truncated bool `json:"truncated"`
 }
+
+// OtherKey is every key value of the overflow group of a truncated answer.
+const OtherKey = "(other)"
+
+// TruncatedDefinition defines Stats.Truncated, in every answer's
+// definitions.
+var TruncatedDefinition = fmt.Sprintf("True when the matching records form more than %d groups (× buckets): the first %[1]d met keep groups of their own "+
+	"and the records of every further group are counted together in one last group whose key values are all %q and which has no bucket_start; "+
+	"the counts of all groups still add up to every matching record.", MaxStatsGroups, OtherKey)
 
 // Group is the summary of one group (and time bucket).
 type Group struct {
@@ -271,6 +285,10 @@ type statCell struct {
 	values   [][]float64 // per selected field, the present values
 }
 
+func newCell(fields int) *statCell {
+	return &statCell{statuses: map[string]int{}, labels: map[string]LabelCount{}, values: make([][]float64, fields)}
+}
+
 // resolveStats checks q and returns the selected fields and group columns.
 func resolveStats(q *StatsQuery) ([]*StatField, []string, error) {
 	var fields []*StatField
@@ -365,6 +383,7 @@ func (s *sqlStore) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
 	bucketNs := q.Bucket.Nanoseconds()
 	cells := map[string]*statCell{}
 	var order []*statCell
+	var overflow *statCell // the rows of keys past MaxStatsGroups; nil until there are some
 	dest := make([]any, len(sel))
 	vals := make([]any, len(sel))
 	for i := range dest {
@@ -397,13 +416,22 @@ func (s *sqlStore) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
 		}
 		keyBuf.WriteString(strconv.FormatInt(bucket, 10))
 		c := cells[keyBuf.String()]
-		if c == nil {
-			if len(cells) >= MaxStatsGroups {
-				rows.Close()
-				return Stats{}, fmt.Errorf("%w: more than %d groups; narrow the filter or widen the bucket", ErrBadQuery, MaxStatsGroups)
+		switch {
+		case c != nil:
+		case len(cells) >= MaxStatsGroups:
+			// Any client can make a model name up, and unknown models
+			// still get records: past the bound, new keys share one
+			// group instead of failing the answer for everyone.
+			if overflow == nil {
+				overflow = newCell(len(fields))
+				for range nd {
+					overflow.key = append(overflow.key, OtherKey)
+				}
 			}
-			c = &statCell{bucket: bucket, statuses: map[string]int{}, labels: map[string]LabelCount{},
-				values: make([][]float64, len(fields))}
+			c = overflow
+		default:
+			c = newCell(len(fields))
+			c.bucket = bucket
 			for i := range nd {
 				c.key = append(c.key, asString(vals[i]))
 			}
@@ -440,7 +468,7 @@ func (s *sqlStore) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
 		return Stats{}, fmt.Errorf("stats: %w", err)
 	}
 
-	if err := s.countLabels(ctx, tx, &q, dimCols, cells, b.scanTime); err != nil {
+	if err := s.countLabels(ctx, tx, &q, dimCols, cells, overflow, b.scanTime); err != nil {
 		return Stats{}, err
 	}
 
@@ -451,6 +479,10 @@ func (s *sqlStore) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
 		}
 		return cmpInt(a.bucket, b.bucket)
 	})
+	if overflow != nil {
+		st.Truncated = true
+		order = append(order, overflow)
+	}
 	for _, c := range order {
 		g := Group{
 			Key:       map[string]string{},
@@ -464,7 +496,7 @@ func (s *sqlStore) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
 		for i, d := range q.GroupBy {
 			g.Key[d] = c.key[i]
 		}
-		if bucketNs > 0 {
+		if bucketNs > 0 && c != overflow {
 			t := time.Unix(0, c.bucket*bucketNs).UTC()
 			g.BucketStart = &t
 		}
@@ -526,6 +558,7 @@ func emptyStats(q *StatsQuery, fields []*StatField) Stats {
 	for k, v := range CountDefinitions {
 		st.Definitions[k] = v
 	}
+	st.Definitions["truncated"] = TruncatedDefinition
 	for _, f := range fields {
 		st.Definitions[f.Name] = f.Definition
 	}
@@ -538,7 +571,7 @@ func emptyStats(q *StatsQuery, fields []*StatField) Stats {
 // countLabels adds the label counts of every cell with one GROUP BY. The
 // bucket index is integer division of the timestamp, which both engines
 // truncate toward zero; floorDiv agrees for timestamps after 1970.
-func (s *sqlStore) countLabels(ctx context.Context, tx querier, q *StatsQuery, dimCols []string, cells map[string]*statCell, scanTime bool) error {
+func (s *sqlStore) countLabels(ctx context.Context, tx querier, q *StatsQuery, dimCols []string, cells map[string]*statCell, overflow *statCell, scanTime bool) error {
 	b := builder{scanTime: scanTime}
 	b.match(&q.Filter)
 	var groupCols []string
@@ -582,16 +615,22 @@ func (s *sqlStore) countLabels(ctx context.Context, tx querier, q *StatsQuery, d
 		}
 		bucket, _ := asInt(vals[n])
 		key.WriteString(strconv.FormatInt(bucket, 10))
-		c := cells[key.String()]
-		if c == nil {
-			// A record written between the two queries; the read
-			// transaction makes this rare on PostgreSQL and impossible
-			// on SQLite.
-			continue
-		}
 		count, _ := asInt(vals[n+2])
 		primary, _ := asInt(vals[n+3])
-		c.labels[asString(vals[n+1])] = LabelCount{Count: int(count), Primary: int(primary)}
+		label := asString(vals[n+1])
+		c := cells[key.String()]
+		switch {
+		case c != nil:
+			c.labels[label] = LabelCount{Count: int(count), Primary: int(primary)}
+		case overflow != nil:
+			// Both queries read one snapshot, so a key the first did
+			// not keep is one it folded into the overflow group, which
+			// sums the labels of all of them.
+			lc := overflow.labels[label]
+			lc.Count += int(count)
+			lc.Primary += int(primary)
+			overflow.labels[label] = lc
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("stats: labels: %w", err)

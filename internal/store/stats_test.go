@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -168,7 +169,8 @@ func TestStats(t *testing.T) {
 			t.Fatalf("label filter groups %+v", st.Groups)
 		}
 		g := st.Groups[0]
-		if len(g.Fields) != 1 || len(st.Definitions) != len(CountDefinitions)+1 {
+		// The counts, the one field, and truncated.
+		if len(g.Fields) != 1 || len(st.Definitions) != len(CountDefinitions)+2 {
 			t.Errorf("fields %v definitions %v", g.Fields, st.Definitions)
 		}
 		approx(t, "truncated p50", g.Fields["first_text_delta_ms"].P50, (4+40)/2.0)
@@ -445,4 +447,69 @@ func TestStatsConcurrencyBoundPostgres(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+func TestStatsOverflowGroup(t *testing.T) {
+	// A client sends more distinct model names than an answer has
+	// groups: group_by=model still answers, the keys past the bound
+	// share one "(other)" group, and no record goes uncounted.
+	forEachEngine(t, func(t *testing.T, s Store) {
+		const models = MaxStatsGroups + 1
+		want := map[string]int{} // model → records
+		var recs []record.Record
+		for i := range models + 4 {
+			r := fullRecord(idN(i), testBase.Add(time.Duration(i)*time.Millisecond))
+			r.Model = fmt.Sprintf("m%05d", i%models) // m00000..m00003 twice
+			r.Diagnosis = []string{"generation_slow"}
+			want[r.Model]++
+			recs = append(recs, r)
+		}
+		insert(t, s, recs...)
+		st, err := s.Stats(ctxT(t), StatsQuery{GroupBy: []string{"model"}, Fields: []string{"first_text_delta_ms"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Truncated || len(st.Groups) != MaxStatsGroups+1 {
+			t.Fatalf("truncated %v, %d groups; want true, %d", st.Truncated, len(st.Groups), MaxStatsGroups+1)
+		}
+		other := st.Groups[len(st.Groups)-1]
+		if other.Key["model"] != OtherKey || other.BucketStart != nil {
+			t.Errorf("last group %v at %v, want the overflow group", other.Key, other.BucketStart)
+		}
+		kept := 0
+		seen := map[string]bool{}
+		for _, g := range st.Groups[:len(st.Groups)-1] {
+			m := g.Key["model"]
+			if seen[m] || want[m] == 0 {
+				t.Fatalf("group %q: seen before %v, records %d", m, seen[m], want[m])
+			}
+			seen[m] = true
+			if g.Count != want[m] || g.Labels["generation_slow"].Count != want[m] {
+				t.Errorf("group %q: %d records, %+v labels; want %d", m, g.Count, g.Labels, want[m])
+			}
+			kept += g.Count
+		}
+		if total := kept + other.Count; total != len(recs) || other.Count < 1 {
+			t.Errorf("counts add up to %d (overflow %d), want %d", total, other.Count, len(recs))
+		}
+		// The overflow group summarises its records like any other.
+		if lc := other.Labels["generation_slow"]; lc.Count != other.Count || lc.Primary != other.Count {
+			t.Errorf("overflow labels %+v for %d records", lc, other.Count)
+		}
+		if f := other.Fields["first_text_delta_ms"]; f.Count != other.Count || f.P50 == nil {
+			t.Errorf("overflow field summary %+v for %d records", f, other.Count)
+		}
+		b, _ := json.Marshal(st)
+		if !strings.Contains(string(b), `"truncated":true`) || st.Definitions["truncated"] != TruncatedDefinition {
+			t.Errorf("the answer does not say it is truncated, or what that means: %.300s", b)
+		}
+		// Under the bound nothing is folded, and the answer says so.
+		st, err = s.Stats(ctxT(t), StatsQuery{GroupBy: []string{"model"}, Filter: Filter{Model: "m00001"}})
+		if err != nil || st.Truncated || len(st.Groups) != 1 || st.Groups[0].Count != 2 {
+			t.Errorf("one model: %v truncated %v %+v", err, st.Truncated, st.Groups)
+		}
+		if b, _ := json.Marshal(st); !strings.Contains(string(b), `"truncated":false`) {
+			t.Errorf("untruncated answer: %.300s", b)
+		}
+	})
 }
