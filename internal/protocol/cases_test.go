@@ -580,6 +580,51 @@ func TestGeminiCases(t *testing.T) {
 	if s.Terminal() != TerminalError || s.ErrorCode() != "RESOURCE_EXHAUSTED" || s.VisibleText() != "A" {
 		t.Errorf("terminal %s code %q visible %q", s.Terminal(), s.ErrorCode(), s.VisibleText())
 	}
+	// usageMetadata: an absent count is absent, except that a missing
+	// candidatesTokenCount beside prompt and total is total − prompt −
+	// thoughts (proto3 omits zeros); an empty usageMetadata is no report.
+	for _, tt := range []struct {
+		name  string
+		usage []string // usageMetadata of successive chunks
+		want  Usage
+	}{
+		{"no total: output not reported", []string{`{"promptTokenCount":5}`},
+			Usage{Input: 5, HasInput: true}},
+		{"candidates derived from the total", []string{`{"promptTokenCount":5}`, `{"promptTokenCount":5,"totalTokenCount":15}`},
+			Usage{Input: 5, Output: 10, HasInput: true, HasOutput: true, HasReasoning: true}},
+		{"derived beside thoughts and tool-use prompt", []string{`{"promptTokenCount":5,"toolUsePromptTokenCount":3,"thoughtsTokenCount":4,"totalTokenCount":20}`},
+			Usage{Input: 8, Output: 12, Reasoning: 4, HasInput: true, HasOutput: true, HasReasoning: true}},
+		{"prompt equals total: zero output", []string{`{"promptTokenCount":61,"totalTokenCount":61}`},
+			Usage{Input: 61, Output: 0, HasInput: true, HasOutput: true, HasReasoning: true}},
+		{"total below prompt + thoughts: not derived", []string{`{"promptTokenCount":5,"thoughtsTokenCount":9,"totalTokenCount":10}`},
+			Usage{Input: 5, Reasoning: 9, HasInput: true, HasReasoning: true}},
+		{"candidates without thoughts: thoughts 0", []string{`{"promptTokenCount":2,"candidatesTokenCount":7,"totalTokenCount":9}`},
+			Usage{Input: 2, Output: 7, HasInput: true, HasOutput: true, HasReasoning: true}},
+		{"empty usageMetadata does not replace", []string{`{"promptTokenCount":5,"candidatesTokenCount":2,"totalTokenCount":7}`, `{}`, `{"promptTokensDetails":[{"modality":"TEXT","tokenCount":5}]}`},
+			Usage{Input: 5, Output: 2, HasInput: true, HasOutput: true, HasReasoning: true}},
+		{"a later report replaces whole", []string{`{"promptTokenCount":5,"candidatesTokenCount":2,"thoughtsTokenCount":3}`, `{"promptTokenCount":5}`},
+			Usage{Input: 5, HasInput: true}},
+	} {
+		s := NewStream(Gemini)
+		for i, u := range tt.usage {
+			data := `{"candidates":[{"content":{"parts":[{"text":"x"}]}}],"usageMetadata":` + u + `}`
+			if i%2 == 1 {
+				data = `{"usageMetadata":` + u + `}`
+			}
+			s.Event(&sse.Event{Data: []byte(data)})
+		}
+		if got := s.Usage(); got != tt.want {
+			t.Errorf("%s: usage %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+	if info, err := ParseResponse(Gemini, []byte(`{"candidates":[{"content":{"parts":[{"text":"Paris."}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":3,"totalTokenCount":5}}`)); err != nil ||
+		info.Usage != (Usage{Input: 3, Output: 2, HasInput: true, HasOutput: true, HasReasoning: true}) {
+		t.Errorf("ParseResponse usage %+v, %v", info.Usage, err)
+	}
+	if info, err := ParseResponse(Gemini, []byte(`{"candidates":[{"content":{"parts":[{"text":"Paris."}]},"finishReason":"STOP"}],"usageMetadata":{}}`)); err != nil || info.Usage.any() {
+		t.Errorf("ParseResponse empty usageMetadata %+v, %v", info.Usage, err)
+	}
+
 	b := run(t, Gemini,
 		step{"", `{"promptFeedback":{"blockReason":"SAFETY","safetyRatings":[]},"usageMetadata":{"promptTokenCount":8,"totalTokenCount":8}}`, Done | Metadata},
 	)

@@ -117,7 +117,9 @@ var fixtureWants = []struct {
 	{"mistral__chat__tool-call-single-chunk.sse", OpenAIChat, 0, 1, none, TerminalDone, "tool_calls", 124, 22, none,
 		"", SourceEstimate, 0},
 	// Gemini omits zero counts: the MALFORMED_FUNCTION_CALL chunk reports
-	// promptTokenCount 61 = totalTokenCount, so 0 output and 0 thoughts.
+	// promptTokenCount 61 = totalTokenCount and no candidatesTokenCount, so
+	// candidates = total − prompt − thoughts = 0: 0 output and 0 thoughts,
+	// and with no visible text the visible count is 0 (from the usage).
 	{"google__gemini-streamGenerateContent__text-then-empty-part-thought-signature.sse", Gemini, 0, 0, 0, TerminalDone, "STOP", 9, 23 + 185, 185,
 		"There are **3** \"r\"s in strawberry.\n\nst**r**awbe**rr**y", SourceUsage, 23},
 	{"google__gemini-streamGenerateContent__thought-parts-then-text.sse", Gemini, 0, 0, 3, TerminalDone, "STOP", 2, 7 + 344, 344,

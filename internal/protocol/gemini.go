@@ -23,11 +23,23 @@ import "github.com/ttfx/ttfx/internal/jsonscan"
 // {"error":{"code","message","status"}} is error, and so is an error given
 // as a string by a proxy ({"error":"…"}, with error_type as its code).
 //
-// Usage: usageMetadata on (nearly) every chunk, cumulative; the last wins.
-// candidatesTokenCount excludes thoughts (thoughtsTokenCount), so Gemini
-// always breaks reasoning out: output = candidates + thoughts, reasoning =
-// thoughts. Counts that are zero are omitted (proto3 JSON), so an absent
-// count in a present usageMetadata is 0.
+// Usage: usageMetadata on (nearly) every chunk, cumulative; the last report
+// wins whole. candidatesTokenCount excludes thoughts (thoughtsTokenCount),
+// so Gemini breaks reasoning out: output = candidates + thoughts, reasoning
+// = thoughts. A count absent from usageMetadata is absent, not 0, with the
+// one exception proto3 JSON forces: it omits counts that are zero, so
+//   - a missing thoughtsTokenCount beside a candidates count is 0 (the model
+//     did not think);
+//   - a missing candidatesTokenCount beside promptTokenCount and
+//     totalTokenCount is derived: candidates = total − prompt −
+//     toolUsePrompt − thoughts, when that is ≥ 0 (the
+//     MALFORMED_FUNCTION_CALL chunk of INDEX.md reports prompt 61 = total
+//     61: 0 output, 0 thoughts; thinking chunks report prompt, thoughts and
+//     total with no candidates yet);
+//   - without a total (or a prompt) nothing says the output was 0, so the
+//     output is not reported;
+//   - an empty usageMetadata ({}, or only details) is no report at all and
+//     does not replace an earlier one.
 func geminiEvent(c *content, e *event, data []byte) bool {
 	d := jsonscan.New(data)
 	if d.Peek() != jsonscan.Object {
@@ -282,15 +294,18 @@ func blockReason(d *jsonscan.Decoder) []byte {
 	}
 }
 
-// geminiUsage consumes usageMetadata. Input is promptTokenCount +
-// toolUsePromptTokenCount (both are prompt the model read).
+// geminiUsage consumes usageMetadata and reports whether it was a report
+// (see geminiEvent for the rules on absent counts). Input is
+// promptTokenCount + toolUsePromptTokenCount (both are prompt the model
+// read; cachedContentTokenCount is part of promptTokenCount).
 func geminiUsage(d *jsonscan.Decoder) (Usage, bool) {
 	var u Usage
 	if d.Peek() != jsonscan.Object {
 		d.Skip()
 		return u, false
 	}
-	var candidates, thoughts int
+	var prompt, toolPrompt, candidates, thoughts, total int
+	var hasPrompt, hasToolPrompt, hasCandidates, hasThoughts, hasTotal bool
 	d.Object()
 	for {
 		k, ok := d.Key()
@@ -298,19 +313,35 @@ func geminiUsage(d *jsonscan.Decoder) (Usage, bool) {
 			break
 		}
 		switch string(k) {
-		case "promptTokenCount", "toolUsePromptTokenCount":
-			if n, ok := count(d); ok {
-				u.Input += n
-			}
+		case "promptTokenCount":
+			prompt, hasPrompt = count(d)
+		case "toolUsePromptTokenCount":
+			toolPrompt, hasToolPrompt = count(d)
 		case "candidatesTokenCount":
-			candidates, _ = count(d)
+			candidates, hasCandidates = count(d)
 		case "thoughtsTokenCount":
-			thoughts, _ = count(d)
+			thoughts, hasThoughts = count(d)
+		case "totalTokenCount":
+			total, hasTotal = count(d)
 		default:
 			d.Skip()
 		}
 	}
-	u.Output, u.Reasoning = candidates+thoughts, thoughts
-	u.HasInput, u.HasOutput, u.HasReasoning = true, true, true
-	return u, true
+	if hasPrompt || hasToolPrompt {
+		u.Input, u.HasInput = prompt+toolPrompt, true
+	}
+	if !hasCandidates && hasTotal && hasPrompt {
+		// proto3 omitted a zero candidates count; total says so.
+		if c := total - prompt - toolPrompt - thoughts; c >= 0 {
+			candidates, hasCandidates = c, true
+		}
+	}
+	switch {
+	case hasCandidates:
+		u.Output, u.HasOutput = candidates+thoughts, true
+		u.Reasoning, u.HasReasoning = thoughts, true
+	case hasThoughts:
+		u.Reasoning, u.HasReasoning = thoughts, true
+	}
+	return u, u.any()
 }
