@@ -330,30 +330,32 @@ func (c *content) tokens(seen bool) Tokens {
 	if !seen && !u.any() {
 		return t
 	}
+	t.HasVisible = true
 	// Usage gives the visible count when its output is all visible text, or
 	// all of it but the reasoning it breaks out. It cannot when the stream
 	// had tool arguments (counted in output by every provider), or
-	// reasoning that the usage lumps in with the text (Anthropic).
-	if u.HasOutput && !c.sawTool && (u.HasReasoning || !c.sawReasoning) {
+	// reasoning that the usage lumps in with the text (Anthropic). A
+	// reasoning count of 0 breaks nothing out: OpenAI-compatible servers
+	// fill completion_tokens_details with zeros whatever the model did
+	// (OpenRouter reports reasoning_tokens 0 beside streamed reasoning), so
+	// it is treated as absent — estimated when reasoning was streamed, and
+	// held to the hidden-reasoning margin when it was not.
+	brokenOut := u.HasReasoning && u.Reasoning > 0
+	switch {
+	case u.HasOutput && !c.sawTool && (brokenOut || !c.sawReasoning):
 		v := u.Output
-		if u.HasReasoning {
+		if brokenOut {
 			v -= u.Reasoning
 		}
-		if v < 0 {
-			v = 0
+		t.Visible, t.Source = max(v, 0), SourceUsage
+		if !brokenOut {
+			if est := c.estimate(); v > hiddenMargin(est) {
+				t.Visible, t.Source = est, SourceEstimate
+			}
 		}
-		if u.HasReasoning {
-			t.Visible, t.HasVisible, t.Source = v, true, SourceUsage
-			return t
-		}
-		if est := c.estimate(); v > hiddenMargin(est) {
-			t.Visible, t.HasVisible, t.Source = est, true, SourceEstimate
-			return t
-		}
-		t.Visible, t.HasVisible, t.Source = v, true, SourceUsage
-		return t
+	default:
+		t.Visible, t.Source = c.estimate(), SourceEstimate
 	}
-	t.Visible, t.HasVisible, t.Source = c.estimate(), true, SourceEstimate
 	return t
 }
 
@@ -591,9 +593,9 @@ func (s *Stream) Terminal() Terminal {
 }
 
 // Tokens returns the §3 token counts: the usage, and visible tokens from the
-// usage (output − reasoning when reasoning is broken out, output when there
-// was no reasoning or tool content) or else a tokenizer estimate over the
-// visible text seen. A usage that does not break reasoning out and reports
+// usage (output − reasoning when reasoning is broken out with a count above
+// 0, output when there was no reasoning or tool content) or else a
+// tokenizer estimate over the visible text seen. A usage that does not break reasoning out and reports
 // far more output than the visible text could hold (hidden reasoning, as
 // OpenRouter's reasoning models report) is not taken as the visible count.
 // It runs the tokenizer: call it once, after the stream ended.

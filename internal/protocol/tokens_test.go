@@ -81,6 +81,47 @@ func TestTokensReasoningLumpedIsEstimated(t *testing.T) {
 	}
 }
 
+// TestTokensSource: where the visible count comes from, stream by stream
+// (chat chunks).
+func TestTokensSource(t *testing.T) {
+	const thinking = `{"choices":[{"index":0,"delta":{"reasoning":"Let me think about this problem carefully, considering all the angles and the history of the question, and how best to phrase an answer that is helpful."}}]}`
+	const toolArgs = `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":"{\"city\":\"Paris\"}"}}]}}]}`
+	const hi = `{"choices":[{"index":0,"delta":{"content":"Hi there!"},"finish_reason":"stop"}]}`
+	for _, tt := range []struct {
+		name    string
+		events  []string
+		visible int
+		source  string
+	}{
+		{"streamed reasoning, reasoning_tokens 0: estimate", []string{thinking, hi,
+			`{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":47,"completion_tokens_details":{"reasoning_tokens":0}}}`},
+			tokens.Count("Hi there!"), SourceEstimate},
+		{"streamed reasoning, reasoning_tokens absent: estimate", []string{thinking, hi,
+			`{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":47}}`},
+			tokens.Count("Hi there!"), SourceEstimate},
+		{"streamed reasoning, reasoning broken out: usage", []string{thinking, hi,
+			`{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":47,"completion_tokens_details":{"reasoning_tokens":44}}}`},
+			3, SourceUsage},
+		{"tool arguments, reasoning_tokens 0: estimate", []string{toolArgs, hi,
+			`{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":12,"completion_tokens_details":{"reasoning_tokens":0}}}`},
+			tokens.Count("Hi there!"), SourceEstimate},
+		{"no reasoning, reasoning_tokens 0, plausible: usage", []string{hi,
+			`{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":4,"completion_tokens_details":{"reasoning_tokens":0}}}`},
+			4, SourceUsage},
+		{"no reasoning, reasoning_tokens 0, hidden reasoning: margin says estimate", []string{hi,
+			`{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":47,"completion_tokens_details":{"reasoning_tokens":0}}}`},
+			tokens.Count("Hi there!"), SourceEstimate},
+	} {
+		s := NewStream(OpenAIChat)
+		for _, ev := range tt.events {
+			s.Event(&sse.Event{Data: []byte(ev)})
+		}
+		if tk := s.Tokens(); tk.Visible != tt.visible || tk.Source != tt.source || !tk.HasVisible {
+			t.Errorf("%s: visible %d from %q, want %d from %q", tt.name, tk.Visible, tk.Source, tt.visible, tt.source)
+		}
+	}
+}
+
 func TestVisibleTextIsBounded(t *testing.T) {
 	s := NewStream(OpenAIChat)
 	piece := strings.Repeat(" hello", 1000) // 6000 bytes, 1000 tokens
