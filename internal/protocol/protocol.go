@@ -353,8 +353,21 @@ func (c *content) tokens(seen bool) Tokens {
 				t.Visible, t.Source = est, SourceEstimate
 			}
 		}
-	default:
+	case c.sawText:
 		t.Visible, t.Source = c.estimate(), SourceEstimate
+	default:
+		t.Source = SourceEstimate
+	}
+	// No visible text at all (none, or only white space): 0 visible tokens,
+	// whatever the usage's output holds (reasoning, tool input, filtered
+	// text — nothing the user read). The source stays what the rule above
+	// chose: "usage" when the provider's report would have been taken as
+	// the visible count (output with no tool content, no lumped reasoning,
+	// within the hidden-reasoning margin), "estimate" otherwise (no usage,
+	// or one that lumps tool or reasoning content in). visible_output_tps
+	// is absent for such a stream anyway: it has no first visible text.
+	if !c.sawText {
+		t.Visible = 0
 	}
 	return t
 }

@@ -77,11 +77,13 @@ func TestParseResponse(t *testing.T) {
 			kinds: Reasoning | Text | Tool | Done | Metadata, finish: "tool_use",
 			usage:  Usage{Input: 25, Output: 44, HasInput: true, HasOutput: true},
 			source: SourceEstimate, visible: tokens.Count("It is 4.")},
+		// No visible text: 0 visible tokens, though the usage counts the
+		// call's 2 tokens.
 		{name: "anthropic tool call without input is not an action", api: Anthropic,
 			body:  `{"type":"message","content":[{"type":"tool_use","id":"t","name":"now","input":{}}],"stop_reason":"tool_use","usage":{"input_tokens":1,"output_tokens":2}}`,
 			kinds: Done | Metadata, finish: "tool_use",
 			usage:  Usage{Input: 1, Output: 2, HasInput: true, HasOutput: true},
-			source: SourceUsage, visible: 2},
+			source: SourceUsage, visible: 0},
 		{name: "anthropic error", api: Anthropic,
 			body:  `{"type":"error","error":{"type":"not_found_error","message":"model: nope"},"request_id":"req_1"}`,
 			kinds: Error, errCode: "not_found_error",
