@@ -174,9 +174,10 @@ func requestArgs(args []any, r *record.Record) []any {
 // count.
 var insertSQL sync.Map // string → string
 
-// valuesStatement is a multi-row INSERT ... VALUES (?, ...), (?, ...).
-func valuesStatement(table string, cs []column, rows int) string {
-	key := "values/" + table + "/" + strconv.Itoa(rows)
+// valuesStatement is a multi-row INSERT ... VALUES (?, ...), (?, ...),
+// with RETURNING returning when that is not empty.
+func valuesStatement(table string, cs []column, rows int, returning string) string {
+	key := "values/" + table + "/" + strconv.Itoa(rows) + "/" + returning
 	if q, ok := insertSQL.Load(key); ok {
 		return q.(string)
 	}
@@ -191,24 +192,55 @@ func valuesStatement(table string, cs []column, rows int) string {
 	}
 	// A retried batch, or a record written twice, is kept once.
 	b.WriteString(" ON CONFLICT DO NOTHING")
+	if returning != "" {
+		b.WriteString(" RETURNING " + returning)
+	}
 	q := b.String()
 	insertSQL.Store(key, q)
 	return q
 }
 
-// insertValues inserts rows of len(cs) arguments each (row-major) as
-// multi-row VALUES statements of at most maxParams placeholders.
-func insertValues(ctx context.Context, tx *sql.Tx, table string, cs []column, args []any) error {
+// inserter inserts rows of len(cs) arguments each (row-major) into table.
+// When returning names a text column, it returns that column's values of
+// the rows it inserted, which leaves out the rows ON CONFLICT skipped.
+type inserter func(ctx context.Context, tx *sql.Tx, table string, cs []column, args []any, returning string) ([]string, error)
+
+// execInsert runs one insert statement, collecting the returned column.
+func execInsert(ctx context.Context, tx *sql.Tx, q string, args []any, returning string, got []string) ([]string, error) {
+	if returning == "" {
+		_, err := tx.ExecContext(ctx, q, args...)
+		return got, err
+	}
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return got, err
+	}
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return got, err
+		}
+		got = append(got, v)
+	}
+	return got, rows.Close()
+}
+
+// insertValues inserts rows as multi-row VALUES statements of at most
+// maxParams placeholders.
+func insertValues(ctx context.Context, tx *sql.Tx, table string, cs []column, args []any, returning string) ([]string, error) {
 	perStmt := maxParams / len(cs)
+	var got []string
 	for len(args) > 0 {
 		n := min(len(args)/len(cs), perStmt)
 		chunk := args[:n*len(cs)]
-		if _, err := tx.ExecContext(ctx, valuesStatement(table, cs, n), chunk...); err != nil {
-			return fmt.Errorf("insert %s: %w", table, err)
+		var err error
+		if got, err = execInsert(ctx, tx, valuesStatement(table, cs, n, returning), chunk, returning, got); err != nil {
+			return nil, fmt.Errorf("insert %s: %w", table, err)
 		}
 		args = args[len(chunk):]
 	}
-	return nil
+	return got, nil
 }
 
 // unnestStatement is INSERT ... SELECT * FROM unnest($1::text[], ...): one
@@ -216,8 +248,8 @@ func insertValues(ctx context.Context, tx *sql.Tx, table string, cs []column, ar
 // prepares and plans it once. It writes 4 times the rows per second of a
 // 500-row VALUES statement with 23000 parameters (measured: 57k against
 // 15k rows/s), which PostgreSQL re-plans on every execution.
-func unnestStatement(table string, cs []column) string {
-	key := "unnest/" + table
+func unnestStatement(table string, cs []column, returning string) string {
+	key := "unnest/" + table + "/" + returning
 	if q, ok := insertSQL.Load(key); ok {
 		return q.(string)
 	}
@@ -227,15 +259,18 @@ func unnestStatement(table string, cs []column) string {
 	}
 	q := "INSERT INTO " + table + " (" + strings.Join(names(cs), ", ") + ") SELECT * FROM unnest(" +
 		strings.Join(arrays, ", ") + ") ON CONFLICT DO NOTHING"
+	if returning != "" {
+		q += " RETURNING " + returning
+	}
 	insertSQL.Store(key, q)
 	return q
 }
 
 // insertUnnest inserts row-major args column-wise, as typed arrays.
-func insertUnnest(ctx context.Context, tx *sql.Tx, table string, cs []column, args []any) error {
+func insertUnnest(ctx context.Context, tx *sql.Tx, table string, cs []column, args []any, returning string) ([]string, error) {
 	rows := len(args) / len(cs)
 	if rows == 0 {
-		return nil
+		return nil, nil
 	}
 	params := make([]any, len(cs))
 	for j, c := range cs {
@@ -272,10 +307,11 @@ func insertUnnest(ctx context.Context, tx *sql.Tx, table string, cs []column, ar
 			params[j] = a
 		}
 	}
-	if _, err := tx.ExecContext(ctx, unnestStatement(table, cs), params...); err != nil {
-		return fmt.Errorf("insert %s: %w", table, err)
+	got, err := execInsert(ctx, tx, unnestStatement(table, cs, returning), params, returning, nil)
+	if err != nil {
+		return nil, fmt.Errorf("insert %s: %w", table, err)
 	}
-	return nil
+	return got, nil
 }
 
 func (s *sqlStore) Insert(ctx context.Context, recs []record.Record) error {
@@ -287,11 +323,44 @@ func (s *sqlStore) Insert(ctx context.Context, recs []record.Record) error {
 			return err
 		}
 	}
+	// A request id names one record: of several in a batch the first is
+	// kept, and one already stored is kept as it is. ON CONFLICT DO
+	// NOTHING alone would skip only the colliding rows of each table, and
+	// graft the attempts and labels of a second record that do not
+	// collide onto the first; so the attempts and labels written are those
+	// of the records whose request row this transaction inserted.
+	seen := make(map[string]bool, len(recs))
 	reqArgs := make([]any, 0, len(recs)*len(requestColumns))
+	for i := range recs {
+		if r := &recs[i]; !seen[r.RequestID] {
+			seen[r.RequestID] = true
+			reqArgs = requestArgs(reqArgs, r)
+		}
+	}
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("insert: %w", err)
+	}
+	defer tx.Rollback()
+	var insert inserter = insertValues
+	if s.d.arrays {
+		insert = insertUnnest
+	}
+	inserted, err := insert(ctx, tx, "requests", requestTable, reqArgs, "request_id")
+	if err != nil {
+		return err
+	}
+	fresh := make(map[string]bool, len(inserted))
+	for _, id := range inserted {
+		fresh[id] = true
+	}
 	var attArgs, labArgs []any
 	for i := range recs {
 		r := &recs[i]
-		reqArgs = requestArgs(reqArgs, r)
+		if !fresh[r.RequestID] {
+			continue
+		}
+		delete(fresh, r.RequestID) // the first record of an id only
 		for j, a := range r.Attempts[:min(len(r.Attempts), maxAttempts)] {
 			attArgs = append(attArgs, r.RequestID, int64(j), clean(a.Channel, maxNameLen),
 				offsetArg(a.UpstreamStartMs), spanArg(a.UpstreamHeadersMs), offsetArg(a.UpstreamHeadersAtMs),
@@ -301,22 +370,10 @@ func (s *sqlStore) Insert(ctx context.Context, recs []record.Record) error {
 			labArgs = append(labArgs, r.RequestID, int64(j), clean(l, maxNameLen))
 		}
 	}
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("insert: %w", err)
-	}
-	defer tx.Rollback()
-	insert := insertValues
-	if s.d.arrays {
-		insert = insertUnnest
-	}
-	if err := insert(ctx, tx, "requests", requestTable, reqArgs); err != nil {
+	if _, err := insert(ctx, tx, "request_attempts", attemptTable, attArgs, ""); err != nil {
 		return err
 	}
-	if err := insert(ctx, tx, "request_attempts", attemptTable, attArgs); err != nil {
-		return err
-	}
-	if err := insert(ctx, tx, "request_labels", labelTable, labArgs); err != nil {
+	if _, err := insert(ctx, tx, "request_labels", labelTable, labArgs, ""); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {

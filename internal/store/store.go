@@ -38,9 +38,11 @@ import (
 // serve SQLite and PostgreSQL. It is safe for concurrent use.
 type Store interface {
 	// Insert stores records in one transaction. A record whose request id
-	// is already stored is skipped, so a batch retried after an ambiguous
-	// failure is not stored twice. It fails without writing anything when
-	// a record is invalid (see Validate).
+	// is already stored is skipped whole, attempts and labels included, so
+	// a batch retried after an ambiguous failure is not stored twice and a
+	// second record cannot add to the first; of several records with one
+	// id in a batch, the first is kept. It fails without writing anything
+	// when a record is invalid (see Validate).
 	Insert(ctx context.Context, recs []record.Record) error
 	// Get returns the record of a request id, or ErrNotFound.
 	Get(ctx context.Context, id string) (record.Record, error)

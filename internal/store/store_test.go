@@ -82,6 +82,39 @@ func TestInsertIdempotent(t *testing.T) {
 	})
 }
 
+func TestInsertDuplicateIDKeepsFirstRecordWhole(t *testing.T) {
+	// A second record with a stored request id is skipped whole: its
+	// attempts and labels must not be added to the first record's, which
+	// the per-table ON CONFLICT alone would do wherever they do not
+	// collide (more attempts, more labels).
+	forEachEngine(t, func(t *testing.T, s Store) {
+		first := fullRecord("req-dup", testBase)
+		insert(t, s, first)
+		second := fullRecord("req-dup", testBase.Add(time.Hour))
+		second.Model = "impostor"
+		second.Attempts = append(slices.Clone(first.Attempts),
+			record.Attempt{Channel: "x", Status: record.StatusUpstreamHTTPError, HTTPStatus: 500})
+		second.Diagnosis = []string{"truncated", "upstream_slow", "generation_slow"}
+		insert(t, s, second, fullRecord("req-new", testBase))
+		if got := must(s.Get(ctxT(t), "req-dup")); !reflect.DeepEqual(got, first) {
+			t.Errorf("after a second record with its id:\n got %+v\nwant %+v", got, first)
+		}
+		if got := must(s.Get(ctxT(t), "req-new")); len(got.Attempts) != 2 || len(got.Diagnosis) != 2 {
+			t.Errorf("the new record of the batch: %d attempts, %d labels", len(got.Attempts), len(got.Diagnosis))
+		}
+
+		// Within one batch the first of two records with one id is kept,
+		// whole.
+		a := sparseRecord("req-twice", testBase)
+		a.Diagnosis = []string{"local_overhead"}
+		b := fullRecord("req-twice", testBase)
+		insert(t, s, a, b)
+		if got := must(s.Get(ctxT(t), "req-twice")); !reflect.DeepEqual(got, a) {
+			t.Errorf("two records with one id in a batch:\n got %+v\nwant %+v", got, a)
+		}
+	})
+}
+
 func TestInsertInvalid(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s Store) {
 		bad := []record.Record{
