@@ -608,10 +608,12 @@ func (s *Stream) Terminal() Terminal {
 // Tokens returns the §3 token counts: the usage, and visible tokens from the
 // usage (output − reasoning when reasoning is broken out with a count above
 // 0, output when there was no reasoning or tool content) or else a
-// tokenizer estimate over the visible text seen. A usage that does not break reasoning out and reports
-// far more output than the visible text could hold (hidden reasoning, as
-// OpenRouter's reasoning models report) is not taken as the visible count.
-// It runs the tokenizer: call it once, after the stream ended.
+// tokenizer estimate over the visible text seen. A usage that does not
+// break reasoning out and reports far more output than the visible text
+// could hold (hidden reasoning, as OpenRouter's reasoning models report) is
+// not taken as the visible count. A stream with no visible text has 0
+// visible tokens. It runs the tokenizer: call it once, after the stream
+// ended.
 func (s *Stream) Tokens() Tokens { return s.c.tokens(s.events > 0) }
 
 // VisibleText returns the visible text kept so far (at most about 1 MiB),
