@@ -49,6 +49,9 @@ type Config struct {
 
 	// MaxBodyBytes bounds a client's request body; 0 = DefaultMaxBodyBytes.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// BodyReadTimeout bounds reading a client's request body (a slow
+	// upload gets 408); 0 = 60s.
+	BodyReadTimeout Duration `yaml:"body_read_timeout"`
 	// DrainTimeout bounds how long shutdown waits for in-flight streams.
 	DrainTimeout Duration `yaml:"drain_timeout"`
 	// UserHashKeyEnv names the variable holding the key of the keyed hash
@@ -84,6 +87,10 @@ type Channel struct {
 	Priority int      `yaml:"priority"` // lower is tried first
 	Weight   int      `yaml:"weight"`   // share among channels of equal priority; 0 = 1
 	Timeouts Timeouts `yaml:"timeouts"`
+	// StreamUsage, when false, keeps the gateway from adding
+	// stream_options.include_usage to OpenAI streams on this channel (for
+	// upstreams that refuse the field). Default true.
+	StreamUsage *bool `yaml:"stream_usage"`
 	// Secret is the channel's upstream key, resolved from KeyEnv by Load.
 	Secret string `yaml:"-"`
 }
@@ -327,6 +334,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Retention < 0 {
 		errs = append(errs, errors.New("retention must not be negative"))
+	}
+	if c.BodyReadTimeout < 0 {
+		errs = append(errs, errors.New("body_read_timeout must not be negative"))
 	}
 	if c.DrainTimeout < 0 {
 		errs = append(errs, errors.New("drain_timeout must not be negative"))

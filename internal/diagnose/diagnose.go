@@ -119,7 +119,12 @@ func (r *Rules) Findings(rec record.Record) []Finding {
 			out = append(out, Finding{Label: label, Value: ms, Threshold: limit, Unit: "ms", Rule: fmt.Sprintf(rule, limit)})
 		}
 	}
-	over(UpstreamHeadersSlow, f.UpstreamHeadersMs, th.UpstreamHeadersSlowMs, "upstream_headers_ms > %g")
+	// A non-streaming answer's headers come with the whole answer, so
+	// upstream_headers_ms is its generation time there, not a network or
+	// admission delay: the rule reads streams only.
+	if rec.Stream {
+		over(UpstreamHeadersSlow, f.UpstreamHeadersMs, th.UpstreamHeadersSlowMs, "upstream_headers_ms > %g")
+	}
 	over(FirstResponseSlow, f.FirstResponseMs.Sub(f.UpstreamHeadersAtMs), th.FirstResponseSlowMs, "t4 − t2 > %g ms")
 	over(EventToResponseGap, f.FirstResponseMs.Sub(f.FirstSSEEventMs), th.EventToResponseGapMs, "t4 − t3 > %g ms")
 	over(ResponseToTextGap, f.FirstTextDeltaMs.Sub(f.FirstResponseMs), th.ResponseToTextGapMs, "t5 − t4 > %g ms")

@@ -25,7 +25,7 @@ func rec(t1, t2, t3, t4, t5, t6, t7 float64, tps float64, visible int) record.Re
 		}
 		return at(v)
 	}
-	r := record.Record{Status: record.StatusOK, Model: "m", Channel: "c"}
+	r := record.Record{Status: record.StatusOK, Model: "m", Channel: "c", Stream: true}
 	r.UpstreamStartMs, r.UpstreamHeadersAtMs = o(t1), o(t2)
 	r.UpstreamHeadersMs = o(t2).Sub(o(t1))
 	r.FirstSSEEventMs, r.FirstResponseMs, r.FirstTextDeltaMs = o(t3), o(t4), o(t5)
@@ -98,6 +98,15 @@ func TestThresholdEdges(t *testing.T) {
 	rc.BodyReadMs = span(100)
 	if got := labels(r, rc); !slices.Equal(got, []string{LocalOverhead}) {
 		t.Errorf("slow body read: %v", got)
+	}
+}
+
+func TestNonStreamingHeaders(t *testing.T) {
+	r := New(config.Diagnosis{})
+	rc := rec(0, 9000, -1, 9000, 9000, 9000, 9001, -1, 150)
+	rc.Stream = false
+	if got := labels(r, rc); len(got) != 0 {
+		t.Fatalf("a 9 s non-streaming answer: %v, want no verdict (its headers come with the answer)", got)
 	}
 }
 

@@ -35,6 +35,7 @@ var (
 	errFirstOutputTimeout = errors.New("no output from upstream before the first-output timeout")
 	errIdleTimeout        = errors.New("upstream stream idle for longer than the idle timeout")
 	errTotalTimeout       = errors.New("request passed the total timeout")
+	errShutdown           = errors.New("the gateway is shutting down")
 )
 
 // googleStatus maps an HTTP code to the google.rpc status name Gemini puts
@@ -139,6 +140,8 @@ func writeError(w http.ResponseWriter, proto string, e *HTTPError) {
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(e.Code)
 	w.Write(body)
+	// Out now, so that t7 (taken next) is after the client has it.
+	http.NewResponseController(w).Flush()
 }
 
 // streamErrorEvent is the in-band error event that ends a stream which

@@ -38,8 +38,8 @@ func FuzzParseRequest(f *testing.F) {
 			}
 			return
 		}
-		if cr.injected && !json.Valid(cr.body) {
-			t.Fatalf("rewritten body is not JSON: %q", cr.body)
+		if cr.usageBody != nil && !json.Valid(cr.usageBody) {
+			t.Fatalf("rewritten body is not JSON: %q", cr.usageBody)
 		}
 		if ep.api != apiModels && ep.api != apiGemini && cr.model == "" {
 			t.Fatalf("accepted a body without a model: %q", body)

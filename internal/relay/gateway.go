@@ -5,6 +5,7 @@
 package relay
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -15,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -60,8 +62,15 @@ type Options struct {
 	MaxEventBytes int
 	// UserHashKey keys the hash of client-sent user ids.
 	UserHashKey []byte
-	Logger      *slog.Logger
+	// BodyReadTimeout bounds reading a client's request body (slow
+	// uploads); 0 means DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration
+	Logger          *slog.Logger
 }
+
+// DefaultBodyReadTimeout bounds reading a request body when Options leave
+// it unset.
+const DefaultBodyReadTimeout = 60 * time.Second
 
 // Gateway serves the model APIs of SPEC.md §5.
 type Gateway struct {
@@ -69,6 +78,11 @@ type Gateway struct {
 	client   *http.Client
 	inflight atomic.Int64
 	log      *slog.Logger
+
+	// life ends when Abort is called: every upstream attempt still running
+	// is cancelled with errShutdown.
+	life  context.Context
+	abort context.CancelFunc
 }
 
 // New returns a gateway.
@@ -90,9 +104,18 @@ func New(opts Options) *Gateway {
 	}
 	// Redirects are the upstream's answer and go to the client as they
 	// are; the gateway does not follow them with the channel's key.
+	if opts.BodyReadTimeout <= 0 {
+		opts.BodyReadTimeout = DefaultBodyReadTimeout
+	}
 	client := &http.Client{Transport: opts.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	return &Gateway{opts: opts, client: client, log: opts.Logger}
+	life, abort := context.WithCancel(context.Background())
+	return &Gateway{opts: opts, client: client, log: opts.Logger, life: life, abort: abort}
 }
+
+// Abort ends every request still relaying: its upstream is cancelled and
+// its stream closed with the protocol's error event, and it is recorded. A
+// server calls it when its drain timeout passes during a graceful shutdown.
+func (g *Gateway) Abort() { g.abort() }
 
 // NewTransport returns the upstream transport: no transparent compression
 // (the relay forwards bytes as they are, and gzip on an event stream
@@ -146,6 +169,7 @@ type exchange struct {
 	committed bool // response headers or bytes reached the client: no more fallback
 	proto     string
 	scratch   []byte // reused for events the relay has to rewrite
+	abortConn bool   // close the connection after recording: the body was cut
 }
 
 func (x *exchange) serve() {
@@ -172,6 +196,12 @@ func (x *exchange) serve() {
 		x.relay()
 	}
 	x.finish()
+	if x.abortConn {
+		// A non-streaming body was cut after its headers went out:
+		// closing the connection is the only way to tell the client it
+		// did not get the whole answer.
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // prepare authenticates, reads the body and picks the channels' order.
@@ -196,11 +226,20 @@ func (x *exchange) prepare() *HTTPError {
 
 	var body []byte
 	if x.ep.hasBody {
+		// A slow upload is bounded, so that it cannot hold the handler.
+		rc := http.NewResponseController(x.w)
+		deadline := rc.SetReadDeadline(time.Now().Add(g.opts.BodyReadTimeout)) == nil
 		var err error
 		body, err = io.ReadAll(http.MaxBytesReader(x.w, x.r.Body, g.opts.MaxBodyBytes))
 		x.tl.PhaseSince(timeline.PhaseBodyRead, start)
 		if err != nil {
 			var mbe *http.MaxBytesError
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				// The connection is not reused: net/http would otherwise
+				// wait for the rest of the body before answering.
+				x.w.Header().Set("Connection", "close")
+				return &HTTPError{Code: http.StatusRequestTimeout, Type: "invalid_request_error", Msg: "the request body did not arrive within " + g.opts.BodyReadTimeout.String(), Status: record.StatusBadRequest, Err: err}
+			}
 			if errors.As(err, &mbe) {
 				return &HTTPError{Code: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Msg: "the request body is larger than " + strconv.FormatInt(mbe.Limit, 10) + " bytes", Status: record.StatusBadRequest}
 			}
@@ -208,6 +247,9 @@ func (x *exchange) prepare() *HTTPError {
 				return &HTTPError{Code: 499, Msg: "client closed the request", Status: record.StatusClientCancelled, Err: err}
 			}
 			return &HTTPError{Code: http.StatusBadRequest, Type: "invalid_request_error", Msg: "could not read the request body", Status: record.StatusBadRequest, Err: err}
+		}
+		if deadline {
+			rc.SetReadDeadline(time.Time{})
 		}
 	}
 	req, herr := parseRequest(x.ep, x.r, body)

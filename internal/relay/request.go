@@ -59,8 +59,8 @@ type clientRequest struct {
 	stream      bool
 	clientUsage bool   // the client asked for stream_options.include_usage itself
 	user        string // a client-sent user id, to be hashed; never stored
-	body        []byte // the body to send upstream
-	injected    bool   // the gateway added stream_options.include_usage
+	body        []byte // the client's body, sent upstream as it is
+	usageBody   []byte // the body with stream_options.include_usage added; nil when not applicable
 	upstreamURI string // path and query to request upstream
 }
 
@@ -135,7 +135,7 @@ func parseRequest(ep endpoint, r *http.Request, body []byte) (*clientRequest, *H
 	// strip it again when the client did not ask for it.
 	if cr.stream && !cr.clientUsage && (ep.api == apiChat || ep.api == apiCompletions) {
 		if b, ok := withIncludeUsage(body); ok {
-			cr.body, cr.injected = b, true
+			cr.usageBody = b
 		}
 	}
 	return cr, nil

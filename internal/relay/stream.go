@@ -1,9 +1,11 @@
 package relay
 
 import (
+	"errors"
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 
@@ -55,23 +57,26 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 	rd := sse.NewReader(a.resp.Body, x.g.opts.MaxEventBytes)
 	rc := http.NewResponseController(x.w)
 	idle := a.idleTimer(x.g.opts.Now, to.Idle)
+	wd := &writeDeadline{rc: rc, limit: to.Idle}
+	defer wd.clear()
 	var readErr, writeErr error
 	// Each event is written the moment it is parsed and flushed before the
 	// reader waits for upstream bytes: events that arrived in one read go
 	// out in one flush (one syscall, one chunk), and none waits for the next.
-	dirty, textPending := false, false
+	started, dirty, textPending := false, false, false
 	flush := func() {
-		if !dirty || writeErr != nil {
-			return
+		if dirty && writeErr == nil {
+			dirty = false
+			wd.extend()
+			if err := rc.Flush(); err != nil {
+				writeErr = err
+			} else if textPending {
+				textPending = false
+				x.tl.MarkTextSent()
+			}
 		}
-		dirty = false
-		if err := rc.Flush(); err != nil {
-			writeErr = err
-			return
-		}
-		if textPending {
-			textPending = false
-			x.tl.MarkTextSent()
+		if started {
+			idle.waiting()
 		}
 	}
 	rd.OnWait(flush)
@@ -84,7 +89,8 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 			break
 		}
 		now := x.tl.Now()
-		idle.activity(now)
+		started = true
+		idle.arrived()
 		res := st.Piece(p)
 		if p.Kind == sse.PieceIncomplete {
 			// A block cut by a failed read: a client cannot use half an
@@ -98,17 +104,18 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 			a.firstOutput.Stop()
 		}
 		firstText := res.Visible && x.tl.MarkAt(timeline.T5, now)
-		if res.UsageOnly && x.req.injected {
+		if res.UsageOnly && a.injected {
 			// The usage chunk the gateway asked for and the client did not.
 			continue
 		}
 		raw := p.Raw
-		if x.req.injected && p.Kind == sse.PieceEvent {
+		if a.injected && p.Kind == sse.PieceEvent {
 			raw = x.stripUsageNull(raw)
 		}
 		if !x.committed {
 			x.commit(a, true)
 		}
+		wd.extend()
 		if _, err := x.w.Write(raw); err != nil {
 			writeErr = err
 			break
@@ -116,43 +123,56 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 		dirty = true
 		textPending = textPending || firstText
 	}
-	x.tl.Mark(timeline.T6) // the upstream body ended; cleared again if another attempt follows
+	x.tl.Mark(timeline.T6) // the upstream body ended; forgotten again if another attempt follows
 	flush()
+
+	// How the attempt ended, if not well.
+	var fail *HTTPError
+	tryNext := false
+	switch {
+	case writeErr != nil:
+	case readErr != nil:
+		fail = x.classifyError(a, readErr, "stream")
+		tryNext = retryable(fail)
+	case !x.committed:
+		// 200 and an empty stream: a broken upstream, worth another channel.
+		fail = &HTTPError{Code: http.StatusBadGateway, Type: "api_error", Msg: "upstream ended the stream before sending anything", Status: record.StatusUpstreamStreamError}
+		tryNext = true
+	}
+	if fail != nil && tryNext && canRetry && !x.committed {
+		// Nothing reached the client: try the next channel, whose stream
+		// the request-level marks and counts will come from.
+		x.attempts[len(x.attempts)-1].Status = fail.Status
+		x.attempts[len(x.attempts)-1].Error = fail.Msg
+		x.rec.Status, x.rec.Error = fail.Status, fail.Msg
+		x.tl.ForgetStream()
+		return true
+	}
 	x.streamOutcome(st)
 
 	switch {
 	case writeErr != nil:
 		x.rec.Status, x.rec.Error = record.StatusClientCancelled, "client went away during the stream"
-	case readErr != nil:
-		e := x.classifyError(a, readErr, "stream")
-		if canRetry && !x.committed && retryable(e) {
-			// Nothing reached the client: try the next channel, whose
-			// stream the request-level marks will come from.
-			x.attempts[len(x.attempts)-1].Status = e.Status
-			x.attempts[len(x.attempts)-1].Error = e.Msg
-			x.rec.Status, x.rec.Error = e.Status, e.Msg
-			x.tl.ForgetStream()
-			return true
+		if errors.Is(writeErr, os.ErrDeadlineExceeded) {
+			x.rec.Error = "client stopped reading for longer than the idle timeout"
 		}
-		x.rec.Status, x.rec.Error = e.Status, e.Msg
-		if e.Status == record.StatusClientCancelled {
-			break
+	case fail != nil:
+		x.rec.Status, x.rec.Error = fail.Status, fail.Msg
+		if x.r.Context().Err() != nil {
+			break // the client is gone: there is no one to tell
 		}
 		if !x.committed {
-			x.rec.HTTPStatus = e.Code
+			x.rec.HTTPStatus = fail.Code
 			x.committed = true
-			writeError(x.w, x.proto, e)
+			writeError(x.w, x.proto, fail)
 			break
 		}
 		// Bytes were sent: end the stream the way the protocol allows,
 		// with an in-band error event, never by leaving it hanging.
-		x.w.Write(streamErrorEvent(x.rec.API, e.Status, e.Msg))
+		wd.extend()
+		x.w.Write(streamErrorEvent(x.rec.API, fail.Status, fail.Msg))
 		rc.Flush()
 	default:
-		if !x.committed {
-			x.commit(a, true)
-			rc.Flush()
-		}
 		switch st.Terminal() {
 		case protocol.TerminalDone:
 			x.rec.Status = record.StatusOK
@@ -212,36 +232,61 @@ func (x *exchange) setTokens(t protocol.Tokens) {
 	}
 	if t.HasVisible {
 		tk.Visible = record.Int(t.Visible)
-		x.rec.VisibleOutputTPS, x.rec.InterTokenLatencyMs = timeline.Speed(x.tl.Since(timeline.T5), x.tl.Since(timeline.T6), t.Visible)
+		// Speed needs a window: text that came in one event (or in one
+		// non-streaming body) has none worth the name, however many
+		// tokens it held.
+		if x.rec.Events.Text >= 2 {
+			x.rec.VisibleOutputTPS, x.rec.InterTokenLatencyMs = timeline.Speed(x.tl.Since(timeline.T5), x.tl.Since(timeline.T6), t.Visible)
+		}
 	}
 	x.rec.Tokens = tk
 }
 
 // relayBody copies a non-event-stream body to the client, keeping a bounded
-// copy to read the usage from. flushEach flushes after every read, for
-// streams that are not SSE (Gemini streamGenerateContent without alt=sse
-// sends a JSON array piece by piece).
-func (x *exchange) relayBody(a *attempt, flushEach bool) {
+// copy to read the usage from. streamed marks a stream that is not SSE
+// (Gemini streamGenerateContent without alt=sse sends a JSON array piece by
+// piece): it is flushed after every read, its first bytes end the
+// first-output wait, and the idle timeout applies between reads.
+func (x *exchange) relayBody(a *attempt, streamed bool) {
 	x.w.Header().Set("Server-Timing", x.serverTiming())
 	x.commit(a, false)
 	rc := http.NewResponseController(x.w)
+	wd := &writeDeadline{rc: rc, limit: a.ch.Timeouts.Idle}
+	defer wd.clear()
+	var idle *idleWatch
+	if streamed {
+		idle = a.idleTimer(x.g.opts.Now, a.ch.Timeouts.Idle)
+	}
 	var captured []byte
-	overflow := false
+	overflow, first := false, true
 	buf := make([]byte, 32<<10)
 	var readErr, writeErr error
 	for {
+		if idle != nil && !first {
+			idle.waiting()
+		}
 		n, err := a.resp.Body.Read(buf)
 		if n > 0 {
+			if first {
+				first = false
+				if a.firstOutput != nil {
+					a.firstOutput.Stop()
+				}
+			}
+			if idle != nil {
+				idle.arrived()
+			}
 			if len(captured)+n <= maxCapture {
 				captured = append(captured, buf[:n]...)
 			} else {
 				overflow = true
 			}
+			wd.extend()
 			if _, werr := x.w.Write(buf[:n]); werr != nil {
 				writeErr = werr
 				break
 			}
-			if flushEach {
+			if streamed {
 				rc.Flush()
 			}
 		}
@@ -252,15 +297,21 @@ func (x *exchange) relayBody(a *attempt, flushEach bool) {
 			break
 		}
 	}
-	x.tl.Mark(timeline.T6)
+	end := x.tl.Now()
+	x.tl.MarkAt(timeline.T6, end)
 	switch {
 	case writeErr != nil:
 		x.rec.Status, x.rec.Error = record.StatusClientCancelled, "client went away during the response"
 	case readErr != nil:
 		e := x.classifyError(a, readErr, "stream")
 		x.rec.Status, x.rec.Error = e.Status, e.Msg
+		// The headers are out, so the status cannot change; the client
+		// learns that the body is incomplete from the connection closing.
+		x.abortConn = x.r.Context().Err() == nil
 	default:
 		x.rec.Status = record.StatusOK
+		wd.extend()
+		rc.Flush() // t7 comes after the last byte reached the client
 	}
 	x.attempts[len(x.attempts)-1].Status = x.rec.Status
 	if overflow || x.ep.classify == "" && x.ep.api != apiEmbeddings || readErr != nil || writeErr != nil {
@@ -278,10 +329,10 @@ func (x *exchange) relayBody(a *attempt, flushEach bool) {
 	// A non-streaming answer is seen all at once: its first effective
 	// output and first visible text arrive with its last byte.
 	if info.Effective {
-		x.tl.Mark(timeline.T4)
+		x.tl.MarkAt(timeline.T4, end)
 	}
 	if info.Text {
-		x.tl.Mark(timeline.T5)
+		x.tl.MarkAt(timeline.T5, end)
 	}
 	x.setTokens(info.Tokens)
 }

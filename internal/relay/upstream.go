@@ -21,6 +21,10 @@ import (
 // from making the gateway hold megabytes).
 const maxErrorBody = 64 << 10
 
+// errorBodyWait bounds how long the gateway waits for an upstream error
+// body it is going to relay.
+const errorBodyWait = 10 * time.Second
+
 // attempt is one upstream try in progress.
 type attempt struct {
 	ch     *route.Channel
@@ -29,15 +33,24 @@ type attempt struct {
 	cancel context.CancelCauseFunc
 	timers []*time.Timer
 	resp   *http.Response
+	// injected is set when this attempt's body carries the
+	// stream_options.include_usage the gateway added.
+	injected bool
 
-	firstOutput *time.Timer // stopped at t4
+	firstOutput *time.Timer // stopped at t4 (or the first bytes of a non-SSE stream)
+	unlink      func() bool // detaches the attempt from the gateway's shutdown
 }
 
 func (a *attempt) stop() {
+	// Cancel first: a timer callback running now sees the attempt over
+	// and does not re-arm itself after Stop.
+	a.cancel(context.Canceled)
 	for _, t := range a.timers {
 		t.Stop()
 	}
-	a.cancel(context.Canceled)
+	if a.unlink != nil {
+		a.unlink()
+	}
 }
 
 // after cancels the attempt with cause when d passes, until stopped.
@@ -47,41 +60,90 @@ func (a *attempt) after(d time.Duration, cause error) *time.Timer {
 	return t
 }
 
-// idleWatch cancels an attempt whose stream has been idle for longer than
-// its limit. The relay only notes the time of each event (an atomic
-// store); the timer re-arms itself for what is left of the limit when it
-// fires early, so no timer is reset per event. Times are kept as offsets
-// from base on the gateway's clock, so they keep its monotonic reading.
+// idleWatch cancels an attempt whose upstream has kept the relay waiting
+// longer than its limit between two pieces. It counts only time spent
+// waiting on the upstream, not time spent writing to a slow client, and it
+// starts with the first piece: before that the first-output timeout applies
+// (idle is the gap between events, SPEC.md §5). The relay only notes when it
+// starts to wait and when a piece arrives (atomic stores); the timer re-arms
+// itself for what is left of the limit, so no timer is reset per event.
+// Times are offsets from base on the gateway's clock, keeping its monotonic
+// reading.
 type idleWatch struct {
+	a     *attempt
 	now   func() time.Time
 	base  time.Time
-	last  atomic.Int64 // time.Duration since base of the last event
+	since atomic.Int64 // 1 + offset from base when the current wait began; 0: not waiting
 	limit time.Duration
 	timer *time.Timer
 }
 
-// activity notes an event at now (a reading of the same clock).
-func (w *idleWatch) activity(now time.Time) { w.last.Store(int64(now.Sub(w.base))) }
+// waiting notes that the relay begins to wait for upstream bytes (a wait
+// already under way keeps its start).
+func (w *idleWatch) waiting() { w.since.CompareAndSwap(0, int64(w.now().Sub(w.base))+1) }
+
+// arrived notes that a piece came: the wait is over.
+func (w *idleWatch) arrived() { w.since.Store(0) }
 
 // idleTimer starts watching the attempt's stream for silences over limit.
 func (a *attempt) idleTimer(now func() time.Time, limit time.Duration) *idleWatch {
-	w := &idleWatch{now: now, base: now(), limit: limit}
+	w := &idleWatch{a: a, now: now, base: now(), limit: limit}
 	// The timer is made stopped-in-effect and armed only once w.timer is
 	// set, so the callback never sees it unset.
-	w.timer = time.AfterFunc(time.Duration(1<<62), w.fire(a))
+	w.timer = time.AfterFunc(time.Duration(1<<62), w.fire)
 	w.timer.Reset(limit)
 	a.timers = append(a.timers, w.timer)
 	return w
 }
 
-func (w *idleWatch) fire(a *attempt) func() {
-	return func() {
-		quiet := w.now().Sub(w.base) - time.Duration(w.last.Load())
-		if quiet < w.limit {
-			w.timer.Reset(w.limit - quiet)
-			return
-		}
-		a.cancel(errIdleTimeout)
+func (w *idleWatch) fire() {
+	if w.a.ctx.Err() != nil {
+		return // the attempt is over
+	}
+	s := w.since.Load()
+	if s == 0 {
+		w.timer.Reset(w.limit) // not waiting on the upstream now
+		return
+	}
+	quiet := w.now().Sub(w.base) - time.Duration(s-1)
+	if quiet < w.limit {
+		w.timer.Reset(w.limit - quiet)
+		return
+	}
+	w.a.cancel(errIdleTimeout)
+}
+
+// writeDeadline bounds how long one write to the client may block: a client
+// that accepts no bytes for the limit (the channel's idle timeout) is cut,
+// so it cannot hold the handler, the channel's inflight count or a graceful
+// shutdown forever. The deadline is moved only when less than half of it is
+// left, not on every write.
+type writeDeadline struct {
+	rc    *http.ResponseController
+	limit time.Duration
+	until time.Time
+	off   bool // the ResponseWriter cannot set deadlines
+}
+
+func (d *writeDeadline) extend() {
+	if d.off || d.limit <= 0 {
+		return
+	}
+	now := time.Now()
+	if now.Add(d.limit / 2).Before(d.until) {
+		return
+	}
+	d.until = now.Add(d.limit)
+	if err := d.rc.SetWriteDeadline(d.until); err != nil {
+		d.off = true
+	}
+}
+
+// clear removes the deadline, so that the connection's next request is not
+// bound by it.
+func (d *writeDeadline) clear() {
+	if !d.off && !d.until.IsZero() {
+		d.rc.SetWriteDeadline(time.Time{})
 	}
 }
 
@@ -99,6 +161,7 @@ func (x *exchange) relay() {
 	var last *HTTPError
 	var lastResp *http.Response
 	var lastBody []byte
+	lastIndex := -1
 	for n, ch := range cands {
 		if x.r.Context().Err() != nil {
 			x.rec.Status = record.StatusClientCancelled
@@ -125,21 +188,26 @@ func (x *exchange) relay() {
 		}
 		ch.Release()
 		last = herr
-		if a != nil && a.resp != nil {
-			lastResp, lastBody = a.resp, x.readErrorBody(a)
-		} else {
-			lastResp, lastBody = nil, nil
+		lastResp, lastBody = nil, nil
+		if a.resp != nil {
+			if retryable(herr) && n < len(cands)-1 {
+				// Another channel answers instead: do not wait for
+				// this one's error body.
+				a.resp.Body.Close()
+			} else {
+				lastResp, lastBody, lastIndex = a.resp, x.readErrorBody(a), a.index
+			}
 		}
-		if a != nil {
-			a.stop()
-		}
+		a.stop()
 		if !retryable(herr) {
 			break
 		}
 	}
 	// Every attempt failed before anything was relayed.
 	if lastResp != nil {
-		// The upstream's own error, as the client would have seen it.
+		// The upstream's own error, as the client would have seen it;
+		// the request's t1/t2 are those of the attempt that sent it.
+		x.tl.Relay(lastIndex)
 		x.rec.Status, x.rec.Error = last.Status, last.Msg
 		x.rec.HTTPStatus = lastResp.StatusCode
 		copyHeaders(x.w.Header(), lastResp.Header, false)
@@ -176,9 +244,10 @@ func (x *exchange) start(ch *route.Channel) (*attempt, *HTTPError) {
 	to := ch.Timeouts
 	ctx, cancel := context.WithCancelCause(x.r.Context())
 	a := &attempt{ch: ch, index: -1, ctx: ctx, cancel: cancel}
+	a.unlink = context.AfterFunc(x.g.life, func() { cancel(errShutdown) })
 	a.after(x.tl.Start().Add(to.Total).Sub(x.tl.Now()), errTotalTimeout)
 
-	req, err := x.upstreamRequest(ctx, ch)
+	req, err := x.upstreamRequest(ctx, a)
 	if err != nil {
 		return a, x.attemptFailed(a, &HTTPError{Code: http.StatusBadGateway, Type: "api_error", Msg: "cannot build the upstream request", Status: record.StatusUpstreamConnectError, Err: err})
 	}
@@ -221,6 +290,9 @@ func (x *exchange) attemptFailed(a *attempt, e *HTTPError) *HTTPError {
 	if a.resp != nil {
 		at.HTTPStatus = a.resp.StatusCode
 	}
+	// The error's detail (TLS, DNS, proxy) goes only to the log.
+	x.g.log.Warn("upstream attempt failed", "request_id", x.rec.RequestID, "channel", a.ch.Name,
+		"status", e.Status, "http_status", at.HTTPStatus, "err", e.Err)
 	x.attempts = append(x.attempts, at)
 	x.setAttemptTiming(len(x.attempts)-1, a.index)
 	return e
@@ -253,6 +325,11 @@ func (x *exchange) classifyError(a *attempt, err error, phase string) *HTTPError
 		return &HTTPError{Code: http.StatusGatewayTimeout, Type: "timeout_error", Msg: "upstream stream was idle longer than the idle timeout", Status: record.StatusIdleTimeout, Err: err}
 	case errors.Is(cause, errTotalTimeout):
 		return &HTTPError{Code: http.StatusGatewayTimeout, Type: "timeout_error", Msg: "request passed the total timeout", Status: record.StatusTotalTimeout, Err: err}
+	case errors.Is(cause, errShutdown):
+		// Not one of SPEC §5's causes: the operator stopped the gateway
+		// past its drain timeout. The stream ends with an error event; the
+		// record says what happened in its error.
+		return &HTTPError{Code: http.StatusServiceUnavailable, Type: "api_error", Msg: "the gateway shut down before the response ended (drain timeout)", Status: record.StatusClientCancelled, Err: err}
 	}
 	if phase == "connect" {
 		return &HTTPError{Code: http.StatusBadGateway, Type: "api_error", Msg: "cannot reach the upstream: " + netErrorText(err), Status: record.StatusUpstreamConnectError, Err: err}
@@ -280,9 +357,12 @@ func netErrorText(err error) string {
 	return "network error"
 }
 
-// readErrorBody reads an upstream error response (bounded) and closes it.
+// readErrorBody reads an upstream error response (bounded in size and
+// time) and closes it.
 func (x *exchange) readErrorBody(a *attempt) []byte {
 	defer a.resp.Body.Close()
+	t := time.AfterFunc(errorBodyWait, func() { a.cancel(errors.New("upstream error body too slow")) })
+	defer t.Stop()
 	b, _ := io.ReadAll(io.LimitReader(a.resp.Body, maxErrorBody))
 	return b
 }
@@ -290,7 +370,8 @@ func (x *exchange) readErrorBody(a *attempt) []byte {
 // upstreamRequest builds the request to ch: the client's body (with the
 // usage option the gateway may add), the headers the provider needs, and
 // the channel's own key. The client's key never goes upstream.
-func (x *exchange) upstreamRequest(ctx context.Context, ch *route.Channel) (*http.Request, error) {
+func (x *exchange) upstreamRequest(ctx context.Context, a *attempt) (*http.Request, error) {
+	ch := a.ch
 	u := *ch.BaseURL
 	path, query, _ := strings.Cut(x.req.upstreamURI, "?")
 	u.Path = joinPath(u.Path, path)
@@ -302,16 +383,20 @@ func (x *exchange) upstreamRequest(ctx context.Context, ch *route.Channel) (*htt
 	case query != "":
 		u.RawQuery += "&" + query
 	}
+	payload := x.req.body
+	if x.req.usageBody != nil && !ch.NoStreamUsage {
+		payload, a.injected = x.req.usageBody, true
+	}
 	var body io.Reader
 	if x.ep.hasBody {
-		body = bytes.NewReader(x.req.body)
+		body = bytes.NewReader(payload)
 	}
 	req, err := http.NewRequestWithContext(ctx, x.r.Method, u.String(), body)
 	if err != nil {
 		return nil, err
 	}
 	if x.ep.hasBody {
-		req.ContentLength = int64(len(x.req.body))
+		req.ContentLength = int64(len(payload))
 	}
 	for _, k := range forwardHeaders {
 		if v := x.r.Header.Values(k); len(v) > 0 {

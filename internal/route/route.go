@@ -35,6 +35,11 @@ type Channel struct {
 	Priority int    // lower is tried first
 	Weight   int    // share among channels of equal priority, ≥ 1
 	Timeouts Timeouts
+	// NoStreamUsage keeps the gateway from adding
+	// stream_options.include_usage to this channel's OpenAI streams (for
+	// upstreams that refuse the field); their visible tokens are then
+	// estimated unless the client asked for usage itself.
+	NoStreamUsage bool
 
 	inflight atomic.Int64
 }

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/ttfx/ttfx/internal/auth"
 	"github.com/ttfx/ttfx/internal/config"
@@ -110,4 +111,26 @@ func configKeys(keys []config.Key) (*auth.Keyring, error) {
 		entries = append(entries, auth.Entry{Principal: auth.Principal{Name: k.Name, Role: role, Group: k.Group}, Hash: auth.HashKey(k.Secret)})
 	}
 	return auth.NewKeyring(entries), nil
+}
+
+// loadOrCreateSecret reads a hex secret from path, or makes a random one and
+// keeps it there (mode 0600).
+func loadOrCreateSecret(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		k, err := hex.DecodeString(strings.TrimSpace(string(b)))
+		if err != nil || len(k) < 16 {
+			return nil, fmt.Errorf("read %s: not a hex key of 16 bytes or more", path)
+		}
+		return k, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	k := make([]byte, 32)
+	rand.Read(k)
+	if err := os.WriteFile(path, []byte(hex.EncodeToString(k)+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("write %s: %w", path, err)
+	}
+	return k, nil
 }

@@ -109,13 +109,8 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		if s.keys, err = configKeys(cfg.Keys); err != nil {
 			return nil, err
 		}
-		if cfg.UserHashKey != "" {
-			userKey = []byte(cfg.UserHashKey)
-		} else {
-			// Without a configured key, a random one per start: user
-			// hashes are then comparable only within one run.
-			userKey = make([]byte, 32)
-			rand.Read(userKey)
+		if userKey, err = userHashKey(cfg, s.log); err != nil {
+			return nil, err
 		}
 	}
 
@@ -138,14 +133,15 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		return nil, err
 	}
 	s.gw = relay.New(relay.Options{
-		Router:       s.router,
-		Keys:         s.keys,
-		Recorder:     s.recorders,
-		Diagnose:     s.rules.Diagnose,
-		Now:          opts.Now,
-		MaxBodyBytes: cfg.MaxBodyBytes,
-		UserHashKey:  userKey,
-		Logger:       s.log,
+		Router:          s.router,
+		Keys:            s.keys,
+		Recorder:        s.recorders,
+		Diagnose:        s.rules.Diagnose,
+		Now:             opts.Now,
+		MaxBodyBytes:    cfg.MaxBodyBytes,
+		BodyReadTimeout: cfg.BodyReadTimeout.D(),
+		UserHashKey:     userKey,
+		Logger:          s.log,
 	})
 	s.gw.Register(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -233,7 +229,13 @@ func (s *Server) Shutdown() error {
 	defer cancel()
 	var errs []error
 	if err := s.http.Shutdown(ctx); err != nil {
-		// Streams still running past the drain timeout are cut.
+		// Streams still running past the drain timeout are ended: each
+		// closes with its protocol's error event and is recorded before
+		// the record queue closes.
+		s.gw.Abort()
+		for deadline := time.Now().Add(5 * time.Second); s.gw.Inflight() > 0 && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
 		s.http.Close()
 		errs = append(errs, fmt.Errorf("drain: %w", err))
 	}
@@ -324,11 +326,28 @@ func buildChannels(cs []config.Channel) ([]*route.Channel, error) {
 		out = append(out, &route.Channel{
 			Name: c.Name, Protocol: c.Protocol, BaseURL: u, Key: c.Secret,
 			Models: c.Models, Groups: c.Groups, Region: c.Region, Provider: provider,
-			Priority: c.Priority, Weight: max(c.Weight, 1),
+			Priority: c.Priority, Weight: max(c.Weight, 1), NoStreamUsage: c.StreamUsage != nil && !*c.StreamUsage,
 			Timeouts: route.Timeouts{Headers: t.Headers.D(), FirstOutput: t.FirstOutput.D(), Idle: t.Idle.D(), Total: t.Total.D()},
 		})
 	}
 	return out, nil
+}
+
+// userHashKey returns the key of the hash of client-sent user ids: the
+// configured one, or one kept beside a SQLite store (made on first start),
+// so that the same user hashes alike across restarts. With PostgreSQL and no
+// configured key each replica has its own random key, and says so.
+func userHashKey(cfg *config.Config, log *slog.Logger) ([]byte, error) {
+	if cfg.UserHashKey != "" {
+		return []byte(cfg.UserHashKey), nil
+	}
+	if file, ok := strings.CutPrefix(cfg.Store, "sqlite:"); ok {
+		return loadOrCreateSecret(file + ".userkey")
+	}
+	log.Warn("user_hash_key_env is not set: user ids are hashed with a random key of this process, so hashes differ across replicas and restarts")
+	k := make([]byte, 32)
+	rand.Read(k)
+	return k, nil
 }
 
 // withRequestID gives every response an X-Request-Id (SPEC.md §5); the

@@ -456,3 +456,61 @@ channels:
 		t.Errorf("client-a sees %d peers of another key", n)
 	}
 }
+
+// TestShutdownPastDrainTimeout: a stream still running when the drain
+// timeout passes ends with the protocol's error event, and is recorded
+// before the store closes.
+func TestShutdownPastDrainTimeout(t *testing.T) {
+	profiles := sim.Builtin()
+	profiles["long"] = sim.Profile{HeadersMs: 10, FirstEventMs: 10, TextMs: sim.Ms(20), VisibleTokens: 100, TPS: 20}
+	up := httptest.NewServer(sim.New(sim.Options{Profiles: profiles}))
+	defer up.Close()
+	dir := t.TempDir()
+	env := map[string]string{"C": "client-k", "UP": "u"}
+	y := fmt.Sprintf(`
+store: %q
+drain_timeout: 300ms
+keys: [{name: app, role: client, key_env: C}]
+channels: [{name: up, protocol: anthropic, base_url: %q, key_env: UP}]
+`, "sqlite:"+filepath.Join(dir, "t.db"), up.URL)
+	cfg, err := config.Parse([]byte(y), func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(context.Background(), server.Options{Config: cfg, Listen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	req, _ := http.NewRequest("POST", srv.URL()+"/v1/messages", strings.NewReader(`{"model":"long","stream":true,"max_tokens":100,"messages":[{"role":"user","content":"x"}]}`))
+	req.Header.Set("X-Api-Key", "client-k")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.Header.Get("X-Request-Id")
+	got := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(resp.Body); got <- b }()
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	cancel()
+	<-served
+	body := <-got
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("shutdown took %v with a 300 ms drain timeout", d)
+	}
+	if !bytes.Contains(body, []byte("event: error")) {
+		t.Fatalf("the cut stream has no error event at its end: %.200q", body[max(0, len(body)-200):])
+	}
+	st, err := store.Open(context.Background(), cfg.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rec, err := st.Get(context.Background(), id)
+	if err != nil || !strings.Contains(rec.Error, "shut down") {
+		t.Fatalf("record after shutdown: %v %+v", err, rec)
+	}
+}
