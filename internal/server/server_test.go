@@ -514,3 +514,37 @@ channels: [{name: up, protocol: anthropic, base_url: %q, key_env: UP}]
 		t.Fatalf("record after shutdown: %v %+v", err, rec)
 	}
 }
+
+// TestUserHashStable: without user_hash_key_env, a SQLite gateway keeps its
+// user-hash key beside the database, so a user hashes alike after a restart.
+func TestUserHashStable(t *testing.T) {
+	up := httptest.NewServer(sim.New(sim.Options{}))
+	defer up.Close()
+	dir := t.TempDir()
+	env := map[string]string{"ADMIN": "admin-k", "C": "client-k", "UP": "u"}
+	y := fmt.Sprintf(`
+store: %q
+keys: [{name: ops, role: admin, key_env: ADMIN}, {name: app, role: client, key_env: C}]
+channels: [{name: up, protocol: openai, base_url: %q, key_env: UP}]
+`, "sqlite:"+filepath.Join(dir, "t.db"), up.URL)
+	hash := func() string {
+		cfg, err := config.Parse([]byte(y), func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := server.New(context.Background(), server.Options{Config: cfg, Listen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- srv.Serve(ctx) }()
+		defer func() { cancel(); <-done }()
+		resp, _ := chat(t, srv.URL(), "client-k", "fast", false, `,"user":"user-42"`)
+		return readBack(t, srv.URL(), "admin-k", resp.Header.Get("X-Request-Id")).UserHash
+	}
+	a, b := hash(), hash()
+	if a == "" || a != b {
+		t.Fatalf("user hashes %q and %q across a restart", a, b)
+	}
+}
