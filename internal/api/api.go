@@ -4,8 +4,9 @@
 //
 // Access: an admin key reads everything; a viewer key reads its own group
 // only, and another group's record is a 404, exactly like a missing one, so
-// ids of other groups cannot be probed; a client key reads only a request
-// it made itself, by id; no key, or an unknown one, gets a 401. Errors are
+// ids of other groups cannot be probed; /api/health, which is about the
+// whole gateway, is for admins only; a client key reads only a request it
+// made itself, by id; no key, or an unknown one, gets a 401. Errors are
 // JSON: {"error": {"message", "type"}}.
 package api
 
@@ -332,13 +333,16 @@ type HealthResponse struct {
 type StoreHealth struct {
 	Engine    string             `json:"engine"`
 	Reachable bool               `json:"reachable"`
-	Error     string             `json:"error,omitempty"` // why it is not reachable
+	Error     string             `json:"error,omitempty"` // why it is not reachable, without the database's address or credentials
 	Writer    *store.WriterStats `json:"writer"`          // null when this process writes no records
 }
 
+// health answers admins only: the writer's counters and last error are the
+// whole gateway's, not a group's (an error may name any group's request),
+// so a viewer, scoped to its group everywhere else, may not read them.
 func (h *Handler) health(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	if p.Role != auth.RoleAdmin && p.Role != auth.RoleViewer {
-		WriteError(w, http.StatusForbidden, TypePermission, "client keys cannot read the gateway's health")
+	if p.Role != auth.RoleAdmin {
+		WriteError(w, http.StatusForbidden, TypePermission, "only admin keys can read /api/health: it reports the whole gateway's store and writer, not one group's")
 		return
 	}
 	if err := checkParams(r.URL.Query(), []string{"key"}); err != nil {
@@ -349,7 +353,7 @@ func (h *Handler) health(w http.ResponseWriter, r *http.Request, p auth.Principa
 	defer cancel()
 	resp := HealthResponse{Status: "ok", Store: StoreHealth{Engine: h.opts.Store.Engine(), Reachable: true}}
 	if err := h.opts.Store.Ping(ctx); err != nil {
-		resp.Status, resp.Store.Reachable, resp.Store.Error = "degraded", false, err.Error()
+		resp.Status, resp.Store.Reachable, resp.Store.Error = "degraded", false, store.ErrorMessage(err)
 	}
 	if h.opts.Writer != nil {
 		st := h.opts.Writer.Stats()

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -205,7 +206,8 @@ func TestAccessMatrix(t *testing.T) {
 			keyAdmin: {200, []string{"req-b1"}}, keyViewerA: {200, []string{}}, keyViewerB: {200, []string{"req-b1"}},
 		}},
 		{"/api/health", map[string]want{
-			keyAdmin: {200, nil}, keyViewerA: {200, nil}, keyClientA: {403, nil}, "": {401, nil}, keyUnknown: {401, nil},
+			keyAdmin: {200, nil}, keyViewerA: {403, nil}, keyViewerB: {403, nil}, keyNoGroup: {403, nil},
+			keyClientA: {403, nil}, "": {401, nil}, keyUnknown: {401, nil},
 		}},
 	}
 	names := map[string]string{keyAdmin: "admin", keyViewerA: "viewerA", keyViewerB: "viewerB", keyClientA: "client",
@@ -476,6 +478,11 @@ func TestHealth(t *testing.T) {
 			t.Errorf("health lacks %s: %s", field, a.body)
 		}
 	}
+	// A viewer is told why it may not: health is the whole gateway's.
+	a = call(t, "GET", srv.URL+"/api/health", keyViewerA)
+	if a.status != 403 || errorType(t, a) != TypePermission || !strings.Contains(string(a.body), "only admin keys") {
+		t.Errorf("viewer: %d %s", a.status, a.body)
+	}
 	s.Close()
 	a = call(t, "GET", srv.URL+"/api/health", keyAdmin)
 	if err := json.Unmarshal(a.body, &h); err != nil {
@@ -483,6 +490,27 @@ func TestHealth(t *testing.T) {
 	}
 	if h.Status != "degraded" || h.Store.Reachable || h.Store.Error == "" {
 		t.Errorf("health of a closed store %s", a.body)
+	}
+}
+
+// unreachable is a store whose pings fail as a dial to a PostgreSQL
+// server does.
+type unreachable struct{ store.Store }
+
+func (unreachable) Ping(context.Context) error {
+	return errors.New("failed to connect to `user=ttfx database=ttfx`: 10.1.2.3:5432 (10.1.2.3): dial error: dial tcp 10.1.2.3:5432: connect: connection refused")
+}
+
+func TestHealthHidesTheDatabaseAddress(t *testing.T) {
+	srv := httptest.NewServer(New(Options{Store: unreachable{openSQLite(t)}, Resolve: KeyringResolver(keyring())}))
+	defer srv.Close()
+	a := call(t, "GET", srv.URL+"/api/health", keyAdmin)
+	var h HealthResponse
+	if err := json.Unmarshal(a.body, &h); err != nil {
+		t.Fatal(err)
+	}
+	if h.Status != "degraded" || !strings.Contains(h.Store.Error, "connection refused") || strings.Contains(h.Store.Error, "10.1.2.3") {
+		t.Errorf("health of an unreachable store: %s", a.body)
 	}
 }
 

@@ -2,9 +2,12 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"io"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -179,5 +182,115 @@ func TestPostgresOutage(t *testing.T) {
 	// and an append on a loaded machine.
 	if slowest > 50*time.Millisecond {
 		t.Errorf("the slowest Record call took %v", slowest)
+	}
+}
+
+// TestErrorMessageHidesTheDatabase: what /api/health shows of a failing
+// PostgreSQL — the writer's last_error and the ping error — names neither
+// its address, host name, user, database nor password.
+func TestErrorMessageHidesTheDatabase(t *testing.T) {
+	dsn := testenv.PostgresSchema(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := u.Port()
+	if port == "" {
+		port = "5432"
+	}
+	proxy := newCutProxy(t, net.JoinHostPort(u.Hostname(), port))
+	_, proxyPort, _ := net.SplitHostPort(proxy.ln.Addr().String())
+	user := u.User.Username()
+	password, _ := u.User.Password()
+	database := strings.TrimPrefix(u.Path, "/")
+	secrets := []string{"user=", "database=", "127.0.0.1", "localhost", "::1", proxyPort, port, `"` + user + `"`, `"` + database + `"`}
+	check := func(what, msg string, extra ...string) {
+		t.Helper()
+		if msg == "" {
+			t.Errorf("%s: no message", what)
+		}
+		for _, s := range append(secrets, extra...) {
+			if strings.Contains(msg, s) {
+				t.Errorf("%s shows %q: %s", what, s, msg)
+			}
+		}
+		t.Logf("%s: %s", what, msg)
+	}
+
+	// The database goes away under a running writer (through localhost,
+	// so that a host name is in play as well as addresses).
+	via := *u
+	via.Host = net.JoinHostPort("localhost", proxyPort)
+	q := via.Query()
+	q.Set("connect_timeout", "2")
+	via.RawQuery = q.Encode()
+	s, err := Open(ctxT(t), via.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	w := NewWriter(s, fastRetry)
+	defer func() {
+		// The database stays away: give up on the queued record.
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		w.Close(ctx)
+	}()
+	proxy.cut()
+	w.Record(fullRecord("req-1", testBase))
+	waitFor(t, "a failed connection", func() bool { return strings.Contains(w.Stats().LastError, "failed to connect") })
+	raw := s.Ping(ctxT(t))
+	if raw == nil || !strings.Contains(raw.Error(), proxyPort) {
+		t.Fatalf("the raw ping error should name the address (else this test shows nothing): %v", raw)
+	}
+	check("last_error", w.Stats().LastError)
+	check("ping", ErrorMessage(raw))
+
+	// What the writer and a ping meet when a connection cannot be made.
+	connectErr := func(dsn string) error {
+		db, err := sql.Open("pgx", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		ctx, cancel := context.WithTimeout(ctxT(t), 10*time.Second)
+		defer cancel()
+		err = db.PingContext(ctx)
+		if err == nil {
+			t.Fatalf("%s: connected", redactDSN(dsn))
+		}
+		return err
+	}
+
+	// A wrong password: the server's answer quotes the user.
+	bad := *u
+	bad.User = url.UserPassword(user, "wrong-password-123")
+	bad.Host = net.JoinHostPort("localhost", port)
+	if password != user && len(password) >= 4 {
+		secrets = append(secrets, password)
+	}
+	check("wrong password", ErrorMessage(connectErr(bad.String())), "wrong-password-123")
+
+	// A host that does not resolve.
+	check("unresolvable host", ErrorMessage(connectErr("postgres://someone:secret-pw@no-such-host.invalid:5432/somedb?sslmode=disable&connect_timeout=2")),
+		"no-such-host", "someone", "secret-pw", "somedb")
+}
+
+func TestErrorMessageAddresses(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"dial tcp [fd00::5]:5432: connect: connection refused", "dial tcp [address]: connect: connection refused"},
+		{"read tcp 10.0.0.1:55123->10.0.0.2:5432: read: connection reset by peer", "read tcp [address]->[address]: read: connection reset by peer"},
+		{"lookup db.internal on 10.0.0.2:53: no such host", "lookup db.internal on [address]: no such host"},
+		// What is not an address stays as it is.
+		{"store: invalid record: request req-1 has timestamp 1969-01-01 09:26:53 +0000 UTC outside 1970..2261",
+			"store: invalid record: request req-1 has timestamp 1969-01-01 09:26:53 +0000 UTC outside 1970..2261"},
+		{"insert requests: database or disk is full (13)", "insert requests: database or disk is full (13)"},
+	} {
+		if got := ErrorMessage(errors.New(c.in)); got != c.want {
+			t.Errorf("ErrorMessage(%q)\n got %q\nwant %q", c.in, got, c.want)
+		}
+	}
+	if ErrorMessage(nil) != "" {
+		t.Error("ErrorMessage(nil) is not empty")
 	}
 }

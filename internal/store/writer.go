@@ -46,7 +46,7 @@ type WriterStats struct {
 	Rejected      uint64    `json:"rejected"`       // refused as invalid (Validate), or by the database for their data (a constraint or data exception)
 	FailedBatches uint64    `json:"failed_batches"` // Insert calls that failed (each was retried or split)
 	Retrying      bool      `json:"retrying"`       // the last Insert failed (not for its records' data) and the writer is waiting to retry
-	LastError     string    `json:"last_error"`     // the most recent failure; empty if none
+	LastError     string    `json:"last_error"`     // the most recent failure, without addresses or credentials (ErrorMessage); empty if none
 	LastErrorAt   time.Time `json:"last_error_at,omitzero"`
 	LastWriteAt   time.Time `json:"last_write_at,omitzero"`
 }
@@ -380,8 +380,10 @@ func (w *Writer) settle(written, rejected int) {
 	}
 }
 
-// noteError records err as the last error; w.mu must be held.
+// noteError records err as the last error; w.mu must be held. The stats
+// are shown by /api/health, so the text leaves out the database's address
+// and credentials (ErrorMessage); the log keeps it whole.
 func (w *Writer) noteError(err error) {
-	w.stats.LastError = err.Error()
+	w.stats.LastError = ErrorMessage(err)
 	w.stats.LastErrorAt = w.opts.Now()
 }
