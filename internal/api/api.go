@@ -26,11 +26,13 @@ import (
 // Resolver identifies the caller of a request; false means no valid key.
 type Resolver func(*http.Request) (auth.Principal, bool)
 
-// KeyringResolver resolves callers by the key they present (any of the
-// forms auth.FromRequest accepts), looked up in k.
+// KeyringResolver resolves callers by the key they present in a header
+// (auth.FromHeaders: Authorization: Bearer, or x-api-key), looked up in k.
+// A key in the URL is not looked at: admin and viewer keys must not reach
+// access logs and Referer headers.
 func KeyringResolver(k *auth.Keyring) Resolver {
 	return func(r *http.Request) (auth.Principal, bool) {
-		return k.Lookup(auth.FromRequest(r))
+		return k.Lookup(auth.FromHeaders(r))
 	}
 }
 
@@ -154,6 +156,14 @@ func (h *Handler) get(fn handlerFunc) http.HandlerFunc {
 			WriteError(w, http.StatusMethodNotAllowed, TypeInvalidRequest, r.Method+" is not allowed here; the read API is GET only")
 			return
 		}
+		if r.URL.Query().Has("key") {
+			// Refused before the key is even looked at, so that a
+			// dashboard link or script that puts it there is fixed
+			// rather than silently answered 401.
+			WriteError(w, http.StatusBadRequest, TypeInvalidRequest,
+				"the read API does not take the key as ?key=: URLs end up in access logs and Referer headers; send it in the Authorization header (Authorization: Bearer KEY)")
+			return
+		}
 		if p, ok := h.Authenticate(w, r); ok {
 			fn(w, r, p)
 		}
@@ -167,7 +177,7 @@ func (h *Handler) Authenticate(w http.ResponseWriter, r *http.Request) (auth.Pri
 	p, ok := h.opts.Resolve(r)
 	if !ok {
 		msg := "a valid API key is required (Authorization: Bearer KEY)"
-		if auth.FromRequest(r) == "" {
+		if auth.FromHeaders(r) == "" {
 			msg = "no API key: send Authorization: Bearer KEY"
 		}
 		WriteError(w, http.StatusUnauthorized, TypeAuthentication, msg)
@@ -345,7 +355,7 @@ func (h *Handler) health(w http.ResponseWriter, r *http.Request, p auth.Principa
 		WriteError(w, http.StatusForbidden, TypePermission, "only admin keys can read /api/health: it reports the whole gateway's store and writer, not one group's")
 		return
 	}
-	if err := checkParams(r.URL.Query(), []string{"key"}); err != nil {
+	if err := checkParams(r.URL.Query(), nil); err != nil {
 		h.badRequest(w, err)
 		return
 	}

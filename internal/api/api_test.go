@@ -257,20 +257,40 @@ func TestAccessMatrix(t *testing.T) {
 
 func TestKeyForms(t *testing.T) {
 	srv, _ := fixture(t)
-	for name, set := range map[string]func(r *http.Request){
-		"x-api-key":      func(r *http.Request) { r.Header.Set("X-Api-Key", keyAdmin) },
-		"x-goog-api-key": func(r *http.Request) { r.Header.Set("X-Goog-Api-Key", keyAdmin) },
-		"query":          func(r *http.Request) { r.URL.RawQuery = "key=" + keyAdmin },
+	for _, c := range []struct {
+		name    string
+		set     func(r *http.Request)
+		status  int
+		mention string
+	}{
+		{"bearer", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+keyAdmin) }, 200, ""},
+		{"x-api-key", func(r *http.Request) { r.Header.Set("X-Api-Key", keyAdmin) }, 200, ""},
+		// The Gemini forms are the model routes' (auth.FromRequest), not
+		// the read API's; a key in the URL is refused outright, whatever
+		// else the request carries, as URLs end up in access logs.
+		{"x-goog-api-key", func(r *http.Request) { r.Header.Set("X-Goog-Api-Key", keyAdmin) }, 401, "no API key"},
+		{"query", func(r *http.Request) { r.URL.RawQuery = "key=" + keyAdmin }, 400, "Authorization header"},
+		{"query and header", func(r *http.Request) {
+			r.URL.RawQuery = "key=" + keyAdmin
+			r.Header.Set("Authorization", "Bearer "+keyAdmin)
+		}, 400, "Authorization header"},
+		{"empty query key", func(r *http.Request) { r.URL.RawQuery = "key=" }, 400, "Authorization header"},
 	} {
-		req, _ := http.NewRequest("GET", srv.URL+"/api/requests", nil)
-		set(req)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Errorf("%s: status %d", name, resp.StatusCode)
+		for _, path := range []string{"/api/requests", "/api/requests/req-a1", "/api/stats", "/api/health"} {
+			req, _ := http.NewRequest("GET", srv.URL+path, nil)
+			c.set(req)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != c.status || !strings.Contains(string(b), c.mention) {
+				t.Errorf("%s %s: %d %s; want %d mentioning %q", c.name, path, resp.StatusCode, b, c.status, c.mention)
+			}
+			if strings.Contains(string(b), keyAdmin) {
+				t.Errorf("%s %s: the answer repeats the key: %s", c.name, path, b)
+			}
 		}
 	}
 }

@@ -19,12 +19,12 @@ func (e *badRequest) Error() string { return e.msg }
 
 func badf(format string, args ...any) error { return &badRequest{fmt.Sprintf(format, args...)} }
 
-// Query parameters of the read API. "key" is the Gemini-style credential
-// auth.FromRequest also accepts.
+// Query parameters of the read API. The key is never one of them (see
+// KeyringResolver).
 var (
 	filterParams = []string{"from", "to", "since", "model", "channel", "group", "status", "label", "key_name"}
-	listParams   = append(slices.Clone(filterParams), "limit", "cursor", "key")
-	statsParams  = append(slices.Clone(filterParams), "group_by", "bucket", "fields", "key")
+	listParams   = append(slices.Clone(filterParams), "limit", "cursor")
+	statsParams  = append(slices.Clone(filterParams), "group_by", "bucket", "fields")
 )
 
 // DefaultStatsWindow is the window /api/stats summarises when the query
@@ -57,6 +57,9 @@ func single(q url.Values, name string) (string, error) {
 func checkParams(q url.Values, allowed []string) error {
 	for name := range q {
 		if !slices.Contains(allowed, name) {
+			if len(allowed) == 0 {
+				return badf("unknown parameter %q (this endpoint takes none)", name)
+			}
 			return badf("unknown parameter %q (known: %s)", name, strings.Join(allowed, ", "))
 		}
 	}

@@ -117,6 +117,20 @@ func FromRequest(r *http.Request) string {
 	return r.URL.Query().Get("key")
 }
 
+// FromHeaders returns the key a caller presented in the headers the read
+// API and the dashboard accept: `Authorization: Bearer`, then `x-api-key`.
+// Unlike FromRequest it never reads the `key` query parameter: an admin or
+// viewer key in a URL ends up in access logs, proxies' logs and Referer
+// headers. It returns "" when there is none.
+func FromHeaders(r *http.Request) string {
+	if h := r.Header.Get("Authorization"); h != "" {
+		if scheme, token, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
+			return strings.TrimSpace(token)
+		}
+	}
+	return r.Header.Get("X-Api-Key")
+}
+
 // NewKey returns a new random key with the given prefix ("ttfx-admin-…").
 func NewKey(prefix string) string {
 	var b [24]byte

@@ -49,3 +49,27 @@ func TestFromRequest(t *testing.T) {
 		}
 	}
 }
+
+func TestFromHeaders(t *testing.T) {
+	tests := []struct {
+		header, value, query, want string
+	}{
+		{"Authorization", "Bearer sk-1", "", "sk-1"},
+		{"Authorization", "bearer  sk-2 ", "", "sk-2"},
+		{"Authorization", "Basic abc", "", ""},
+		{"X-Api-Key", "sk-3", "", "sk-3"},
+		{"Authorization", "Bearer sk-6", "key=sk-7", "sk-6"},
+		// Only in the URL, or in the Gemini header: not a read API key.
+		{"", "", "key=sk-5", ""},
+		{"X-Goog-Api-Key", "sk-4", "", ""},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest("GET", "/api/requests?"+tt.query, nil)
+		if tt.header != "" {
+			r.Header.Set(tt.header, tt.value)
+		}
+		if got := FromHeaders(r); got != tt.want {
+			t.Errorf("%s: %q, query %q = %q, want %q", tt.header, tt.value, tt.query, got, tt.want)
+		}
+	}
+}
