@@ -15,7 +15,8 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
-	_ "modernc.org/sqlite"             // registers the "sqlite" driver: pure Go, no cgo (SPEC.md §7)
+	"modernc.org/sqlite"               // registers the "sqlite" driver: pure Go, no cgo (SPEC.md §7)
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // dialect is everything that differs between the two engines. The queries
@@ -89,7 +90,7 @@ func openSQLite(ctx context.Context, file string) (Store, error) {
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxIdleTime(0)
-	if err := write.PingContext(ctx); err != nil {
+	if err := pingSQLite(ctx, write); err != nil {
 		write.Close()
 		return nil, fmt.Errorf("open store %s: %w", file, err)
 	}
@@ -109,12 +110,34 @@ func openSQLite(ctx context.Context, file string) (Store, error) {
 	}
 	read.SetMaxOpenConns(4)
 	read.SetMaxIdleConns(4)
-	if err := read.PingContext(ctx); err != nil {
+	if err := pingSQLite(ctx, read); err != nil {
 		write.Close()
 		read.Close()
 		return nil, fmt.Errorf("open store %s: %w", file, err)
 	}
 	return newSQLStore(sqliteDialect, write, read), nil
+}
+
+// pingSQLite opens db's first connection, which applies the pragmas. Two
+// processes opening a new file at once both switch it to WAL, and SQLite
+// answers one of them SQLITE_BUSY at once instead of calling the busy
+// handler, since both waiting on each other would deadlock (about one
+// concurrent first open in 25 failed so). The other finishes within
+// milliseconds, so the open retries for a few seconds.
+func pingSQLite(ctx context.Context, db *sql.DB) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := db.PingContext(ctx)
+		var lite *sqlite.Error
+		if err == nil || !errors.As(err, &lite) || lite.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
+			return err
+		}
+	}
 }
 
 // openPostgres opens a PostgreSQL database through pgx's database/sql
