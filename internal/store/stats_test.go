@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -407,7 +408,13 @@ func TestStatsConcurrencyBoundPostgres(t *testing.T) {
 	// Real calls, blocked in PostgreSQL by a table lock: only
 	// MaxConcurrentStats of them reach the database at once.
 	dsn := testenv.PostgresSchema(t)
-	app := "ttfx_stats_bound_" + strings.TrimPrefix(strings.SplitN(strings.SplitN(dsn, "search_path=", 2)[1], "&", 2)[0], "ttfx_test_")
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test's own sessions, told apart from every other in
+	// pg_stat_activity by their application name.
+	app := "stats_bound_" + u.Query().Get("search_path")
 	s, err := Open(ctxT(t), dsn+"&application_name="+app)
 	if err != nil {
 		t.Fatal(err)
@@ -436,7 +443,7 @@ func TestStatsConcurrencyBoundPostgres(t *testing.T) {
 		}
 		return n
 	}
-	waitFor(t, "summaries waiting on the lock", func() bool { return waiting() > 0 })
+	waitFor(t, "summaries waiting on the lock", func() bool { return waiting() == MaxConcurrentStats })
 	time.Sleep(300 * time.Millisecond) // time for any further call to arrive
 	if n := waiting(); n != MaxConcurrentStats {
 		t.Errorf("%d summaries in the database at once, want %d", n, MaxConcurrentStats)
