@@ -18,7 +18,7 @@ func (s *Server) registerDiagnosis(mux *http.ServeMux) {
 		p, ok := resolve(r)
 		if !ok {
 			msg := "a valid API key is required (Authorization: Bearer KEY)"
-			if auth.FromRequest(r) == "" {
+			if auth.FromHeaders(r) == "" {
 				msg = "no API key: send Authorization: Bearer KEY"
 			}
 			api.WriteError(w, http.StatusUnauthorized, api.TypeAuthentication, msg)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ttfx/ttfx/internal/api"
+
 	"github.com/ttfx/ttfx/internal/record"
 )
 
@@ -34,7 +36,7 @@ var viewParams = []string{"since", "from", "to", "model", "channel", "group", "s
 // Bounds of a view query.
 const (
 	defaultSince = time.Hour
-	maxSince     = 400 * 24 * time.Hour
+	maxSince     = api.MaxStatsWindow // the read API summarises no longer a window
 	defaultLimit = 50
 	maxLimit     = 200 // rows a page shows, each with its waterfall
 	maxValueLen  = 256
