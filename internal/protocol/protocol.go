@@ -310,6 +310,11 @@ func (c *content) estimate() int {
 	return n
 }
 
+// estimateFloor is a cheap stand-in for estimate that is below it for
+// ordinary text: o200k_base averages about 4 bytes a token on English and
+// code, and rarely more than 8, so raw bytes / 8 stays under the count.
+func (c *content) estimateFloor() int { return c.rawTotal / 8 }
+
 // hiddenMargin decides when a usage report that does not break reasoning out
 // cannot be the visible text alone: output > 2 × estimate + 16. The factor
 // absorbs tokenizer differences between o200k_base and the provider's own
@@ -348,7 +353,10 @@ func (c *content) tokens(seen bool) Tokens {
 			v -= u.Reasoning
 		}
 		t.Visible, t.Source = max(v, 0), SourceUsage
-		if !brokenOut {
+		// The tokenizer costs tens of µs per token, so the margin is first
+		// checked against a cheap floor of the count; only a report that
+		// passes the floor's margin is checked against the real estimate.
+		if !brokenOut && v > hiddenMargin(c.estimateFloor()) {
 			if est := c.estimate(); v > hiddenMargin(est) {
 				t.Visible, t.Source = est, SourceEstimate
 			}
