@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ttfx/ttfx/internal/api"
@@ -73,6 +74,9 @@ type Server struct {
 
 	stopRetention context.CancelFunc
 	retentionDone chan struct{}
+
+	shutdownOnce sync.Once
+	shutdownErr  error
 }
 
 // New builds a server and opens its listener; Serve starts serving.
@@ -224,6 +228,13 @@ func (s *Server) Serve(ctx context.Context) error {
 
 // Shutdown stops the server gracefully.
 func (s *Server) Shutdown() error {
+	// Serve (on its context) and a caller may both shut down: the work is
+	// done once, and every caller gets its result.
+	s.shutdownOnce.Do(func() { s.shutdownErr = s.shutdown() })
+	return s.shutdownErr
+}
+
+func (s *Server) shutdown() error {
 	drain := s.cfg.DrainTimeout.D()
 	ctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()

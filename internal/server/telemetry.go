@@ -41,6 +41,7 @@ func (s *Server) setupTelemetry(mux *http.ServeMux) error {
 	}
 	sink.queue = telemetry.NewQueue(0, next...)
 
+	writer := s.writer // fixed for the server's life; closeAll clears the field
 	m := telemetry.NewMetrics(telemetry.MetricsOptions{
 		Models: models,
 		// s.gw is built after this function returns and before serving;
@@ -60,11 +61,10 @@ func (s *Server) setupTelemetry(mux *http.ServeMux) error {
 			return out
 		},
 		Store: func() telemetry.StoreStats {
-			w := s.writer
-			if w == nil {
+			if writer == nil {
 				return telemetry.StoreStats{}
 			}
-			st := w.Stats()
+			st := writer.Stats()
 			return telemetry.StoreStats{Queued: st.Queued, Dropped: st.Dropped, Rejected: st.Rejected, Written: st.Written}
 		},
 		Dropped: sink.queue.Dropped,
