@@ -146,18 +146,11 @@ func post(t *testing.T, url, key, body string) (*http.Response, []byte) {
 
 func readRecord(t *testing.T, url, key, id string) record.Record {
 	t.Helper()
-	c := &api.Client{BaseURL: url, Key: key}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		rec, err := c.Request(context.Background(), id)
-		if err == nil {
-			return rec
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("record %s: %v", id, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	rec, err := (&api.Client{BaseURL: url, Key: key}).AwaitRequest(context.Background(), id, 10*time.Second)
+	if err != nil {
+		t.Fatalf("record %s: %v", id, err)
 	}
+	return rec
 }
 
 // TestServeZeroConfig runs the README's gateway, `ttfx serve` with no

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -101,4 +102,24 @@ func (c *Client) Health(ctx context.Context) (HealthResponse, error) {
 	var h HealthResponse
 	err := c.get(ctx, "/api/health", nil, &h)
 	return h, err
+}
+
+// AwaitRequest returns one record, waiting up to wait for it to appear: the
+// gateway writes a request's record off the request path, just after the
+// response ended, so a client that reads it back at once may be early. Only
+// "not found" is retried; any other error is returned at once.
+func (c *Client) AwaitRequest(ctx context.Context, id string, wait time.Duration) (record.Record, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		r, err := c.Request(ctx, id)
+		var ae *APIError
+		if err == nil || !errors.As(err, &ae) || ae.Status != http.StatusNotFound || time.Now().After(deadline) {
+			return r, err
+		}
+		select {
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }

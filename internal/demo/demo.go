@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -144,7 +143,7 @@ func Run(ctx context.Context, opts Options) error {
 		if traceErrs[i] != nil {
 			return fmt.Errorf("%s: %w", Traces[i].Model, traceErrs[i])
 		}
-		if recs[i], err = fetch(ctx, ac, id); err != nil {
+		if recs[i], err = ac.AwaitRequest(ctx, id, 10*time.Second); err != nil {
 			return err
 		}
 	}
@@ -159,7 +158,7 @@ func Run(ctx context.Context, opts Options) error {
 		if id == "" {
 			continue
 		}
-		if r, err := fetch(ctx, ac, id); err == nil {
+		if r, err := ac.AwaitRequest(ctx, id, 10*time.Second); err == nil {
 			mixedRecs = append(mixedRecs, r)
 		}
 	}
@@ -185,19 +184,6 @@ func Run(ctx context.Context, opts Options) error {
 		<-ctx.Done()
 	}
 	return nil
-}
-
-// fetch reads a record back through the API, waiting for the writer.
-func fetch(ctx context.Context, ac *api.Client, id string) (record.Record, error) {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r, err := ac.Request(ctx, id)
-		var ae *api.APIError
-		if err == nil || !errors.As(err, &ae) || ae.Status != http.StatusNotFound || time.Now().After(deadline) {
-			return r, err
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func writeTraces(w io.Writer, recs []record.Record) {

@@ -73,18 +73,11 @@ func chat(t *testing.T, base, key, model string, stream bool, extra string) (*ht
 // readBack waits for the record of id through the read API.
 func readBack(t *testing.T, base, key, id string) record.Record {
 	t.Helper()
-	c := &api.Client{BaseURL: base, Key: key}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		rec, err := c.Request(context.Background(), id)
-		if err == nil {
-			return rec
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("record %s: %v", id, err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	rec, err := (&api.Client{BaseURL: base, Key: key}).AwaitRequest(context.Background(), id, 10*time.Second)
+	if err != nil {
+		t.Fatalf("record %s: %v", id, err)
 	}
+	return rec
 }
 
 // TestZeroConfig: keys generated on first start and stored as hashes only,

@@ -213,28 +213,8 @@ func attrMap(kvs []*commonpb.KeyValue) map[string]any {
 
 func ms(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
 
-// traceB is a record shaped like SPEC.md §4's trace B: tool arguments at
-// 2900 ms, text at 8700 ms.
-func traceB() record.Record {
-	rec := record.Record{
-		RequestID: "req_b", Timestamp: time.Unix(1_700_000_000, 0).UTC(), API: "openai.chat",
-		Route: "POST /v1/chat/completions", Model: "trace-b", Group: "default", KeyName: "client",
-		Channel: "sim-openai", Region: "local", Provider: "sim", Status: record.StatusOK, HTTPStatus: 200,
-		Stream: true, Terminal: "done", FinishReason: "stop",
-		Tokens:    record.Tokens{Input: record.Int(12), Output: record.Int(83), Visible: record.Int(83), Source: record.TokensUsage},
-		Diagnosis: []string{"response_to_text_gap"},
-	}
-	rec.Fields = timeline.Fields{
-		AuthMs: timeline.SpanOf(ms(0.02)), DistributionMs: timeline.SpanOf(ms(0.01)), BodyReadMs: timeline.SpanOf(ms(0.05)),
-		UpstreamHeadersMs: timeline.SpanOf(ms(240)), UpstreamStartMs: timeline.At(ms(0.1)), UpstreamHeadersAtMs: timeline.At(ms(240.1)),
-		FirstSSEEventMs: timeline.At(ms(240.5)), FirstResponseMs: timeline.At(ms(2900)), FirstTextDeltaMs: timeline.At(ms(8700)),
-		FirstTextSentMs: timeline.At(ms(8700.04)), UpstreamDoneMs: timeline.At(ms(10200)), TotalHandlerMs: timeline.At(ms(10200.3)),
-	}
-	rec.VisibleOutputTPS, rec.InterTokenLatencyMs = timeline.Speed(rec.FirstTextDeltaMs, rec.UpstreamDoneMs, 83)
-	rec.Attempts = []record.Attempt{{Channel: "sim-openai", UpstreamStartMs: timeline.At(ms(0.1)), UpstreamHeadersMs: timeline.SpanOf(ms(240)),
-		UpstreamHeadersAtMs: timeline.At(ms(240.1)), Status: record.StatusOK, HTTPStatus: 200}}
-	return rec
-}
+// traceB is SPEC.md §4's trace B as a record (built in metrics_test.go).
+func traceB() record.Record { return telemetry.TraceB() }
 
 // failover is trace B after a 503 on a first channel.
 func failover() record.Record {
