@@ -66,9 +66,9 @@ func checkParams(q url.Values, allowed []string) error {
 	return nil
 }
 
-// parseDuration reads a Go duration ("90s", "1h30m") or a number of days
-// ("7d").
-func parseDuration(s string) (time.Duration, error) {
+// ParseDuration reads a Go duration ("90s", "1h30m") or a number of days
+// ("7d"), as the read API's since= takes it (and the dashboard's).
+func ParseDuration(s string) (time.Duration, error) {
 	if n, ok := strings.CutSuffix(s, "d"); ok {
 		days, err := strconv.Atoi(n)
 		if err != nil || days <= 0 || days > 36500 {
@@ -109,7 +109,7 @@ func parseFilter(q url.Values, now time.Time) (store.Filter, error) {
 		if !f.From.IsZero() {
 			return f, badf("give from or since, not both")
 		}
-		d, err := parseDuration(v)
+		d, err := ParseDuration(v)
 		if err != nil || d <= 0 {
 			return f, badf("since: want a positive duration such as 15m, 1h or 7d, got %q", v)
 		}
@@ -215,7 +215,7 @@ func parseStats(q url.Values, now time.Time) (store.StatsQuery, error) {
 		}
 	}
 	if v := q.Get("bucket"); v != "" {
-		d, err := parseDuration(v)
+		d, err := ParseDuration(v)
 		if err != nil || d < store.MinBucket {
 			return sq, badf("bucket: want a duration of at least %v such as 1m, 1h or 1d, got %q", store.MinBucket, v)
 		}

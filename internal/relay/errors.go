@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+
+	"github.com/ttfx/ttfx/internal/protocol"
 )
 
 // HTTPError is an error with what the client sees kept apart from what is
@@ -38,103 +40,20 @@ var (
 	errShutdown           = errors.New("the gateway is shutting down")
 )
 
-// googleStatus maps an HTTP code to the google.rpc status name Gemini puts
-// in its errors.
-func googleStatus(code int) string {
-	switch code {
-	case 400:
-		return "INVALID_ARGUMENT"
-	case 401:
-		return "UNAUTHENTICATED"
-	case 403:
-		return "PERMISSION_DENIED"
-	case 404:
-		return "NOT_FOUND"
-	case 413:
-		return "INVALID_ARGUMENT"
-	case 429:
-		return "RESOURCE_EXHAUSTED"
-	case 499:
-		return "CANCELLED"
-	case 502, 503:
-		return "UNAVAILABLE"
-	case 504:
-		return "DEADLINE_EXCEEDED"
-	}
-	return "INTERNAL"
-}
-
-// errorBody renders an error in the protocol's own format:
-// OpenAI {"error":{"message","type","param","code"}},
-// Anthropic {"type":"error","error":{"type","message"}},
-// Gemini {"error":{"code","message","status"}}.
-func errorBody(proto string, code int, typ, msg string) []byte {
-	var v any
+// family is the error format of a channel protocol.
+func family(proto string) protocol.ErrorFamily {
 	switch proto {
 	case protoAnthropic:
-		v = struct {
-			Type  string `json:"type"`
-			Error struct {
-				Type    string `json:"type"`
-				Message string `json:"message"`
-			} `json:"error"`
-		}{Type: "error", Error: struct {
-			Type    string `json:"type"`
-			Message string `json:"message"`
-		}{anthropicType(code, typ), msg}}
+		return protocol.FamilyAnthropic
 	case protoGemini:
-		v = map[string]any{"error": map[string]any{"code": code, "message": msg, "status": googleStatus(code)}}
-	default:
-		v = map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": openAICode(code, typ)}}
+		return protocol.FamilyGemini
 	}
-	b, _ := json.Marshal(v)
-	return b
-}
-
-// anthropicType maps to Anthropic's error types.
-func anthropicType(code int, typ string) string {
-	switch code {
-	case 400, 413:
-		if code == 413 {
-			return "request_too_large"
-		}
-		return "invalid_request_error"
-	case 401:
-		return "authentication_error"
-	case 403:
-		return "permission_error"
-	case 404:
-		return "not_found_error"
-	case 429:
-		return "rate_limit_error"
-	case 529, 503:
-		return "overloaded_error"
-	case 504:
-		return "timeout_error"
-	}
-	if typ != "" && code < 500 {
-		return typ
-	}
-	return "api_error"
-}
-
-func openAICode(code int, typ string) any {
-	switch code {
-	case 401:
-		return "invalid_api_key"
-	case 404:
-		return "model_not_found"
-	case 413:
-		return "request_too_large"
-	case 504:
-		return "timeout"
-	}
-	return nil
+	return protocol.FamilyOpenAI
 }
 
 // writeError sends e to the client in the protocol's format.
 func writeError(w http.ResponseWriter, proto string, e *HTTPError) {
-	body := errorBody(proto, e.Code, e.Type, e.Msg)
+	body := protocol.ErrorBody(family(proto), protocol.ErrorResponse{Status: e.Code, Message: e.Msg, Type: e.Type})
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ttfx/ttfx/internal/protocol"
 	"github.com/ttfx/ttfx/internal/sse"
 )
 
@@ -133,51 +134,17 @@ func (e *apiError) Error() string { return strconv.Itoa(e.status) + " " + e.msg 
 
 func errorf(status int, msg string) *apiError { return &apiError{status: status, msg: msg} }
 
-// errorBody returns the JSON error body of family f.
+// errorBody returns the JSON error body of family f: the providers'
+// documented shapes, shared with the gateway (protocol.ErrorBody).
 func errorBody(f errorFamily, e *apiError) []byte {
+	pf := protocol.FamilyOpenAI
 	switch f {
 	case familyAnthropic:
-		// {"type":"error","error":{"type":…,"message":…}}, Anthropic's
-		// documented error shapes.
-		return marshal(struct {
-			Type  string `json:"type"`
-			Error struct {
-				Type    string `json:"type"`
-				Message string `json:"message"`
-			} `json:"error"`
-		}{Type: "error", Error: struct {
-			Type    string `json:"type"`
-			Message string `json:"message"`
-		}{anthropicErrorType(e.status), e.msg}})
+		pf = protocol.FamilyAnthropic
 	case familyGemini:
-		// Google's {"error":{"code","message","status"}}.
-		type gerr struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-			Status  string `json:"status"`
-		}
-		return marshal(struct {
-			Error gerr `json:"error"`
-		}{gerr{e.status, e.msg, geminiStatus(e.status)}})
+		pf = protocol.FamilyGemini
 	}
-	type oerr struct {
-		Message string  `json:"message"`
-		Type    string  `json:"type"`
-		Param   *string `json:"param"`
-		Code    *string `json:"code"`
-	}
-	o := oerr{Message: e.msg, Type: openAIErrorType(e.status)}
-	if e.param != "" {
-		o.Param = ptr(e.param)
-	}
-	if e.code != "" {
-		o.Code = ptr(e.code)
-	} else if c := openAIErrorCode(e.status); c != "" {
-		o.Code = ptr(c)
-	}
-	return marshal(struct {
-		Error oerr `json:"error"`
-	}{o})
+	return protocol.ErrorBody(pf, protocol.ErrorResponse{Status: e.status, Message: e.msg, Param: e.param, Code: e.code})
 }
 
 // writeError sends e as a complete response in family f's format.
@@ -189,84 +156,6 @@ func writeError(w http.ResponseWriter, f errorFamily, e *apiError) {
 	}
 	w.WriteHeader(e.status)
 	w.Write(errorBody(f, e))
-}
-
-func openAIErrorType(status int) string {
-	switch {
-	case status == 401:
-		return "authentication_error"
-	case status == 403:
-		return "permission_error"
-	case status == 429:
-		return "rate_limit_error"
-	case status >= 500:
-		return "server_error"
-	}
-	return "invalid_request_error"
-}
-
-func openAIErrorCode(status int) string {
-	switch status {
-	case 401:
-		return "invalid_api_key"
-	case 404:
-		return "model_not_found"
-	case 429:
-		return "rate_limit_exceeded"
-	}
-	return ""
-}
-
-// anthropicErrorType maps a status to Anthropic's error types.
-func anthropicErrorType(status int) string {
-	switch status {
-	case 400, 405, 422:
-		return "invalid_request_error"
-	case 401:
-		return "authentication_error"
-	case 403:
-		return "permission_error"
-	case 404:
-		return "not_found_error"
-	case 413:
-		return "request_too_large"
-	case 429:
-		return "rate_limit_error"
-	case 503, 529:
-		return "overloaded_error"
-	}
-	if status >= 500 {
-		return "api_error"
-	}
-	return "invalid_request_error"
-}
-
-// geminiStatus maps a status to google.rpc.Code names.
-func geminiStatus(status int) string {
-	switch status {
-	case 400, 405, 413:
-		return "INVALID_ARGUMENT"
-	case 401:
-		return "UNAUTHENTICATED"
-	case 403:
-		return "PERMISSION_DENIED"
-	case 404:
-		return "NOT_FOUND"
-	case 409:
-		return "ABORTED"
-	case 429:
-		return "RESOURCE_EXHAUSTED"
-	case 501:
-		return "UNIMPLEMENTED"
-	case 503:
-		return "UNAVAILABLE"
-	case 504:
-		return "DEADLINE_EXCEEDED"
-	}
-	if status >= 500 {
-		return "INTERNAL"
-	}
-	return "FAILED_PRECONDITION"
 }
 
 // streamErrorMessage is the message of the error_event fault.

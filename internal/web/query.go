@@ -45,19 +45,6 @@ const (
 // sincePresets are the windows the range picker offers.
 var sincePresets = []string{"5m", "15m", "1h", "6h", "24h", "7d", "30d"}
 
-// parseDuration reads a Go duration ("90s", "1h30m") or a number of days
-// ("7d"), as the read API does.
-func parseDuration(s string) (time.Duration, error) {
-	if n, ok := strings.CutSuffix(s, "d"); ok {
-		days, err := strconv.Atoi(n)
-		if err != nil || days <= 0 || days > 36500 {
-			return 0, fmt.Errorf("invalid duration %q", s)
-		}
-		return time.Duration(days) * 24 * time.Hour, nil
-	}
-	return time.ParseDuration(s)
-}
-
 // parseViewQuery reads and checks a view's parameters. Unknown ones are an
 // error, as in the read API, so that a typo does not silently widen a view.
 func parseViewQuery(v url.Values, now time.Time) (viewQuery, error) {
@@ -90,7 +77,7 @@ func parseViewQuery(v url.Values, now time.Time) (viewQuery, error) {
 		if !q.From.IsZero() {
 			return q, fmt.Errorf("give from or since, not both")
 		}
-		d, err := parseDuration(s)
+		d, err := api.ParseDuration(s)
 		if err != nil || d < time.Minute || d > maxSince {
 			return q, fmt.Errorf("since: want a duration from 1m to %dd such as 15m, 1h or 7d, got %q", int(maxSince.Hours()/24), s)
 		}
