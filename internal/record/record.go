@@ -77,7 +77,28 @@ type Record struct {
 	Inflight  Inflight  `json:"inflight"`
 	Attempts  []Attempt `json:"attempts"`
 	Diagnosis []string  `json:"diagnosis"` // labels of §4 and terminal status verdicts, primary first; empty for none
+
+	// SkippedEjected names the channels the route's order passed over
+	// because they were ejected as outliers; empty when none were.
+	SkippedEjected []string `json:"skipped_ejected"`
+	// TraceID is the W3C trace id of the request's span (32 hex digits)
+	// when tracing is on; empty otherwise. An id, never content.
+	TraceID string `json:"trace_id,omitempty"`
 }
+
+// Attempt roles: why an attempt was started.
+const (
+	RolePrimary = "primary" // the first attempt of the request
+	RoleRetry   = "retry"   // started after the one before it failed
+	RoleHedge   = "hedge"   // started beside a primary whose first output was late
+)
+
+// Attempt outcomes.
+const (
+	OutcomeWon       = "won"       // its response was relayed to the client
+	OutcomeCancelled = "cancelled" // stopped by the gateway: another attempt won the race
+	OutcomeFailed    = "failed"    // it failed (its status says how)
+)
 
 // Tokens are the token counts of a request; a nil count is unknown.
 type Tokens struct {
@@ -118,6 +139,11 @@ type Attempt struct {
 	Status              string          `json:"status"`                 // ok for the relayed attempt that succeeded, else why it failed
 	HTTPStatus          int             `json:"http_status"`            // upstream status code; 0 if no response
 	Error               string          `json:"error"`                  // short summary; empty when ok
+	Role                string          `json:"role"`                   // RolePrimary, RoleRetry or RoleHedge
+	Outcome             string          `json:"outcome"`                // OutcomeWon, OutcomeCancelled or OutcomeFailed
+	FirstResponseAtMs   timeline.Offset `json:"first_response_at_ms"`   // this attempt's t4 − t0 of the request; absent if it had none
+	TokensInput         *int            `json:"tokens_input"`           // tokens this attempt consumed, when known (a cancelled hedge's)
+	TokensOutput        *int            `json:"tokens_output"`
 }
 
 // Int returns a pointer to n, for Tokens.

@@ -180,6 +180,8 @@ func (x *exchange) serve() {
 		Timestamp: x.tl.Start().UTC(),
 		API:       x.ep.api,
 		Route:     x.ep.pattern,
+
+		SkippedEjected: []string{},
 	}
 	x.rec.Inflight.Gateway = int(g.inflight.Add(1))
 	defer g.inflight.Add(-1)

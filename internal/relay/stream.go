@@ -100,8 +100,11 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 		if res.Event {
 			x.tl.MarkAt(timeline.T3, now)
 		}
-		if res.Effective && x.tl.MarkAt(timeline.T4, now) && a.firstOutput != nil {
-			a.firstOutput.Stop()
+		if res.Effective {
+			if x.tl.MarkAt(timeline.T4, now) && a.firstOutput != nil {
+				a.firstOutput.Stop()
+			}
+			x.tl.Content(now)
 		}
 		firstText := res.Visible && x.tl.MarkAt(timeline.T5, now)
 		if res.UsageOnly && a.injected {
@@ -142,8 +145,9 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 	if fail != nil && tryNext && canRetry && !x.committed {
 		// Nothing reached the client: try the next channel, whose stream
 		// the request-level marks and counts will come from.
-		x.attempts[len(x.attempts)-1].Status = fail.Status
-		x.attempts[len(x.attempts)-1].Error = fail.Msg
+		at := &x.attempts[len(x.attempts)-1]
+		at.Status, at.Error, at.Outcome = fail.Status, fail.Msg, record.OutcomeFailed
+		at.FirstResponseAtMs = x.tl.Since(timeline.T4)
 		x.rec.Status, x.rec.Error = fail.Status, fail.Msg
 		x.tl.ForgetStream()
 		return true
@@ -183,6 +187,7 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 		}
 	}
 	x.attempts[len(x.attempts)-1].Status = x.rec.Status
+	x.attempts[len(x.attempts)-1].FirstResponseAtMs = x.tl.Since(timeline.T4)
 	return false
 }
 
@@ -313,6 +318,7 @@ func (x *exchange) relayBody(a *attempt, streamed bool) {
 		wd.extend()
 		rc.Flush() // t7 comes after the last byte reached the client
 	}
+	defer func() { x.attempts[len(x.attempts)-1].FirstResponseAtMs = x.tl.Since(timeline.T4) }()
 	x.attempts[len(x.attempts)-1].Status = x.rec.Status
 	if overflow || x.ep.classify == "" && x.ep.api != apiEmbeddings || readErr != nil || writeErr != nil {
 		return

@@ -272,7 +272,8 @@ func (x *exchange) start(ch *route.Channel) (*attempt, *HTTPError) {
 	}
 	a.resp = resp
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		x.attempts = append(x.attempts, record.Attempt{Channel: ch.Name, Status: record.StatusOK, HTTPStatus: resp.StatusCode})
+		x.attempts = append(x.attempts, record.Attempt{Channel: ch.Name, Status: record.StatusOK, HTTPStatus: resp.StatusCode,
+			Role: x.nextRole(), Outcome: record.OutcomeWon})
 		x.setAttemptTiming(len(x.attempts)-1, a.index)
 		x.tl.Relay(a.index)
 		return a, nil
@@ -286,7 +287,7 @@ func (x *exchange) start(ch *route.Channel) (*attempt, *HTTPError) {
 
 // attemptFailed records a failed attempt and returns its error.
 func (x *exchange) attemptFailed(a *attempt, e *HTTPError) *HTTPError {
-	at := record.Attempt{Channel: a.ch.Name, Status: e.Status, Error: e.Msg}
+	at := record.Attempt{Channel: a.ch.Name, Status: e.Status, Error: e.Msg, Role: x.nextRole(), Outcome: record.OutcomeFailed}
 	if a.resp != nil {
 		at.HTTPStatus = a.resp.StatusCode
 	}
@@ -296,6 +297,15 @@ func (x *exchange) attemptFailed(a *attempt, e *HTTPError) *HTTPError {
 	x.attempts = append(x.attempts, at)
 	x.setAttemptTiming(len(x.attempts)-1, a.index)
 	return e
+}
+
+// nextRole is the role of the attempt about to be recorded: the first is
+// the primary, each later one a retry of the one before.
+func (x *exchange) nextRole() string {
+	if len(x.attempts) == 0 {
+		return record.RolePrimary
+	}
+	return record.RoleRetry
 }
 
 // setAttemptTiming copies the marks of timeline attempt ti into record

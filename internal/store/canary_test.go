@@ -33,14 +33,18 @@ func canaryRecord(userHash string) (record.Record, []string) {
 		Channel: canary("channel"), Region: canary("region"), Provider: canary("provider"),
 		Status: canary("status"), HTTPStatus: 200, Error: canary("error"), Stream: true,
 		Terminal: canary("terminal"), FinishReason: canary("finish"),
-		Fields:    timeline.Fields{FirstTextDeltaMs: timeline.At(420 * time.Millisecond)},
-		Tokens:    record.Tokens{Visible: record.Int(12), Source: canary("source")},
-		Attempts:  []record.Attempt{{Channel: canary("attempt-channel"), Status: canary("attempt-status"), Error: canary("attempt-error")}},
-		Diagnosis: []string{canary("label")},
+		Fields: timeline.Fields{FirstTextDeltaMs: timeline.At(420 * time.Millisecond)},
+		Tokens: record.Tokens{Visible: record.Int(12), Source: canary("source")},
+		Attempts: []record.Attempt{{Channel: canary("attempt-channel"), Status: canary("attempt-status"), Error: canary("attempt-error"),
+			Role: canary("attempt-role"), Outcome: canary("attempt-outcome")}},
+		Diagnosis:      []string{canary("label")},
+		SkippedEjected: []string{canary("skipped")},
+		TraceID:        canary("trace"),
 	}
 	held := []string{r.RequestID, r.API, r.Route, r.Model, r.Group, r.KeyName, r.UserHash, r.Channel, r.Region,
 		r.Provider, r.Status, r.Error, r.Terminal, r.FinishReason, r.Tokens.Source,
-		r.Attempts[0].Channel, r.Attempts[0].Status, r.Attempts[0].Error, r.Diagnosis[0]}
+		r.Attempts[0].Channel, r.Attempts[0].Status, r.Attempts[0].Error, r.Attempts[0].Role, r.Attempts[0].Outcome,
+		r.Diagnosis[0], r.SkippedEjected[0], r.TraceID}
 	return r, held
 }
 
@@ -187,7 +191,9 @@ func TestSchemaHasNoPlaceForContent(t *testing.T) {
 		"requests.channel": "configured channel", "requests.region": "configured region", "requests.provider": "upstream host",
 		"requests.status": "terminal status", "requests.error": "gateway's error summary, capped at 512 bytes",
 		"requests.terminal": "done/truncated/error", "requests.finish_reason": "provider's finish reason",
-		"requests.tokens_source":      "usage/estimate",
+		"requests.tokens_source": "usage/estimate",
+		"requests.trace_id":      "W3C trace id (hex)", "requests.skipped_ejected": "JSON list of configured channel names",
+		"request_attempts.role": "primary/retry/hedge", "request_attempts.outcome": "won/cancelled/failed",
 		"request_attempts.request_id": "id", "request_attempts.channel": "configured channel",
 		"request_attempts.status": "attempt status", "request_attempts.error": "gateway's error summary",
 		"request_labels.request_id": "id", "request_labels.label": "diagnosis label",

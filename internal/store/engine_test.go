@@ -91,6 +91,10 @@ func fullRecord(id string, ts time.Time) record.Record {
 			FirstTextSentMs:     timeline.At(ms(8700.2)),
 			UpstreamDoneMs:      timeline.At(ms(10150)),
 			TotalHandlerMs:      timeline.At(ms(10200.333)),
+			RequestWaitMs:       timeline.SpanOf(ms(0.031)),
+			HeadersSentMs:       timeline.At(ms(242.5)),
+			MaxOutputGapMs:      timeline.SpanOf(ms(3500.25)),
+			MaxOutputGapAtMs:    timeline.At(ms(9100.75)),
 		},
 		VisibleOutputTPS:    timeline.RateOf(55.125),
 		InterTokenLatencyMs: timeline.SpanOf(ms(18.2)),
@@ -98,11 +102,16 @@ func fullRecord(id string, ts time.Time) record.Record {
 		Events:              record.Events{Heartbeat: 3, Metadata: 2, Reasoning: 40, Tool: 5, Text: 80, Done: 1, Error: 0, Unknown: 1},
 		Inflight:            record.Inflight{Gateway: 17, Channel: 4},
 		Attempts: []record.Attempt{
-			{Channel: "openai-us", UpstreamStartMs: timeline.At(ms(1.2)), Status: record.StatusUpstreamConnectError, Error: "dial tcp: connection refused"},
+			{Channel: "openai-us", UpstreamStartMs: timeline.At(ms(1.2)), Status: record.StatusUpstreamConnectError, Error: "dial tcp: connection refused",
+				Role: record.RolePrimary, Outcome: record.OutcomeFailed},
 			{Channel: "openai-eu", UpstreamStartMs: timeline.At(ms(1.5)), UpstreamHeadersMs: timeline.SpanOf(ms(240.25)),
-				UpstreamHeadersAtMs: timeline.At(ms(241.75)), Status: record.StatusOK, HTTPStatus: 200},
+				UpstreamHeadersAtMs: timeline.At(ms(241.75)), Status: record.StatusOK, HTTPStatus: 200,
+				Role: record.RoleRetry, Outcome: record.OutcomeWon, FirstResponseAtMs: timeline.At(ms(2900.5)),
+				TokensInput: record.Int(1200), TokensOutput: record.Int(380)},
 		},
-		Diagnosis: []string{"response_to_text_gap", "local_overhead"},
+		Diagnosis:      []string{"response_to_text_gap", "local_overhead"},
+		SkippedEjected: []string{"openai-backup"},
+		TraceID:        "4bf92f3577b34da6a3ce929d0e0e4736",
 	}
 }
 
@@ -112,7 +121,7 @@ func sparseRecord(id string, ts time.Time) record.Record {
 	return record.Record{
 		RequestID: id, Timestamp: ts, API: "anthropic", Route: "POST /v1/messages",
 		Status: record.StatusAuthFailed, HTTPStatus: 401, Error: "invalid key",
-		Attempts: []record.Attempt{}, Diagnosis: []string{},
+		Attempts: []record.Attempt{}, Diagnosis: []string{}, SkippedEjected: []string{},
 	}
 }
 

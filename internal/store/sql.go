@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -85,12 +86,15 @@ var requestTable = slices.Concat(
 	cols(textCol, "tokens_source"),
 	cols(intCol, "events_heartbeat", "events_metadata", "events_reasoning", "events_tool", "events_text",
 		"events_done", "events_error", "events_unknown", "inflight_gateway", "inflight_channel"),
+	cols(floatCol, "max_output_gap_ms", "max_output_gap_at_ms", "request_wait_ms", "headers_sent_ms"),
+	cols(textCol, "trace_id", "skipped_ejected"),
 )
 
 var attemptTable = slices.Concat(
 	cols(textCol, "request_id"), cols(intCol, "attempt"), cols(textCol, "channel"),
 	cols(floatCol, "upstream_start_ms", "upstream_headers_ms", "upstream_headers_at_ms"),
 	cols(textCol, "status"), cols(intCol, "http_status"), cols(textCol, "error"),
+	cols(textCol, "role", "outcome"), cols(floatCol, "first_response_at_ms"), cols(intCol, "tokens_input", "tokens_output"),
 )
 
 var labelTable = slices.Concat(cols(textCol, "request_id"), cols(intCol, "position"), cols(textCol, "label"))
@@ -167,7 +171,29 @@ func requestArgs(args []any, r *record.Record) []any {
 		int64(clampCount(r.Events.Text)), int64(clampCount(r.Events.Done)),
 		int64(clampCount(r.Events.Error)), int64(clampCount(r.Events.Unknown)),
 		int64(clampCount(r.Inflight.Gateway)), int64(clampCount(r.Inflight.Channel)),
+		spanArg(f.MaxOutputGapMs), offsetArg(f.MaxOutputGapAtMs), spanArg(f.RequestWaitMs), offsetArg(f.HeadersSentMs),
+		clean(r.TraceID, maxNameLen), encodeNames(r.SkippedEjected),
 	)
+}
+
+// encodeNames stores a list of configured names (channels) as a JSON array,
+// each name cleaned and at most maxAttempts of them.
+func encodeNames(names []string) string {
+	out := make([]string, 0, min(len(names), maxAttempts))
+	for _, n := range names[:min(len(names), maxAttempts)] {
+		out = append(out, clean(n, maxNameLen))
+	}
+	b, _ := json.Marshal(out)
+	return string(b)
+}
+
+// decodeNames reads what encodeNames stored; anything else is no names.
+func decodeNames(s string) []string {
+	var out []string
+	if json.Unmarshal([]byte(s), &out) != nil || out == nil {
+		return []string{}
+	}
+	return out
 }
 
 // insertSQL caches the text of insert statements by dialect, table and row
@@ -364,7 +390,9 @@ func (s *sqlStore) Insert(ctx context.Context, recs []record.Record) error {
 		for j, a := range r.Attempts[:min(len(r.Attempts), maxAttempts)] {
 			attArgs = append(attArgs, r.RequestID, int64(j), clean(a.Channel, maxNameLen),
 				offsetArg(a.UpstreamStartMs), spanArg(a.UpstreamHeadersMs), offsetArg(a.UpstreamHeadersAtMs),
-				clean(a.Status, maxNameLen), int64(a.HTTPStatus), clean(a.Error, maxErrorLen))
+				clean(a.Status, maxNameLen), int64(a.HTTPStatus), clean(a.Error, maxErrorLen),
+				clean(a.Role, maxNameLen), clean(a.Outcome, maxNameLen), offsetArg(a.FirstResponseAtMs),
+				intArg(a.TokensInput), intArg(a.TokensOutput))
 		}
 		for j, l := range r.Diagnosis[:min(len(r.Diagnosis), maxLabels)] {
 			labArgs = append(labArgs, r.RequestID, int64(j), clean(l, maxNameLen))
@@ -389,6 +417,7 @@ func scanRecord(sc scanner) (record.Record, error) {
 	var r record.Record
 	var ts int64
 	var tokens [4]sql.NullInt64
+	var skipped string
 	f := &r.Fields
 	err := sc.Scan(
 		&r.RequestID, &ts, &r.API, &r.Route, &r.Model, &r.Group, &r.KeyName, &r.UserHash,
@@ -400,10 +429,13 @@ func scanRecord(sc scanner) (record.Record, error) {
 		&r.Events.Heartbeat, &r.Events.Metadata, &r.Events.Reasoning, &r.Events.Tool, &r.Events.Text,
 		&r.Events.Done, &r.Events.Error, &r.Events.Unknown,
 		&r.Inflight.Gateway, &r.Inflight.Channel,
+		&f.MaxOutputGapMs, &f.MaxOutputGapAtMs, &f.RequestWaitMs, &f.HeadersSentMs,
+		&r.TraceID, &skipped,
 	)
 	if err != nil {
 		return r, err
 	}
+	r.SkippedEjected = decodeNames(skipped)
 	r.Timestamp = time.Unix(0, ts).UTC()
 	for i, p := range []**int{&r.Tokens.Input, &r.Tokens.Output, &r.Tokens.Reasoning, &r.Tokens.Visible} {
 		if tokens[i].Valid {
@@ -457,7 +489,7 @@ func (s *sqlStore) attach(ctx context.Context, q querier, recs []record.Record) 
 	in := "(" + strings.Join(marks, ", ") + ")"
 
 	rows, err := q.QueryContext(ctx, `SELECT request_id, channel, upstream_start_ms, upstream_headers_ms,
-		upstream_headers_at_ms, status, http_status, error
+		upstream_headers_at_ms, status, http_status, error, role, outcome, first_response_at_ms, tokens_input, tokens_output
 		FROM request_attempts WHERE request_id IN `+in+` ORDER BY request_id, attempt`, args...)
 	if err != nil {
 		return fmt.Errorf("read attempts: %w", err)
@@ -465,10 +497,18 @@ func (s *sqlStore) attach(ctx context.Context, q querier, recs []record.Record) 
 	for rows.Next() {
 		var id string
 		var a record.Attempt
+		var tin, tout sql.NullInt64
 		if err := rows.Scan(&id, &a.Channel, &a.UpstreamStartMs, &a.UpstreamHeadersMs,
-			&a.UpstreamHeadersAtMs, &a.Status, &a.HTTPStatus, &a.Error); err != nil {
+			&a.UpstreamHeadersAtMs, &a.Status, &a.HTTPStatus, &a.Error,
+			&a.Role, &a.Outcome, &a.FirstResponseAtMs, &tin, &tout); err != nil {
 			rows.Close()
 			return fmt.Errorf("read attempts: %w", err)
+		}
+		if tin.Valid {
+			a.TokensInput = record.Int(int(tin.Int64))
+		}
+		if tout.Valid {
+			a.TokensOutput = record.Int(int(tout.Int64))
 		}
 		if r := byID[id]; r != nil {
 			r.Attempts = append(r.Attempts, a)

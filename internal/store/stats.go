@@ -62,6 +62,10 @@ var StatFields = []StatField{
 		Definition: "Visible output tokens / visible generation window (t6 − t5) in seconds, per request; absent without visible text or with fewer than 2 visible tokens. Not aggregate throughput."},
 	{Name: "inter_token_latency_ms", cols: []string{"inter_token_latency_ms"},
 		Definition: "Visible generation window (t6 − t5) / (visible output tokens − 1)."},
+	{Name: "max_output_gap_ms", cols: []string{"max_output_gap_ms"},
+		Definition: "Longest wait between two consecutive events carrying content (text, reasoning or tool arguments), from t4 on; heartbeats and metadata do not end a gap (its own origin; absent with fewer than two such events)."},
+	{Name: "request_wait_ms", cols: []string{"request_wait_ms"},
+		Definition: "How long the request waited in the gateway before t0: from its first byte read on the connection to the handler starting (local phase, its own origin)."},
 }
 
 // CountDefinitions define the counts every group of Stats carries.

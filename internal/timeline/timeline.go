@@ -45,10 +45,14 @@ const (
 	PhaseAuth         Phase = iota // authentication
 	PhaseDistribution              // channel selection and routing
 	PhaseBodyRead                  // reading the client's request body
+	// PhaseRequestWait is how long the request waited in the gateway
+	// before t0: from its first byte read on the connection to the
+	// handler starting (accepting, reading headers, scheduling).
+	PhaseRequestWait
 	numPhases
 )
 
-var phaseNames = [numPhases]string{"auth", "distribution", "body_read"}
+var phaseNames = [numPhases]string{"auth", "distribution", "body_read", "request_wait"}
 
 func (p Phase) String() string {
 	if p < numPhases {
@@ -69,10 +73,16 @@ type Timeline struct {
 	now      Clock
 	marks    [numMarks]time.Time // t1, t2 unused here: they live in attempts
 	textSent time.Time           // first visible text flushed to the client
-	phases   [numPhases]time.Duration
-	phaseSet [numPhases]bool
-	attempts []Attempt
-	relayed  int // index in attempts of the relayed attempt, or -1
+	headSent time.Time           // response headers flushed to the client
+	// The content events of the relayed stream (text, reasoning or tool
+	// arguments), for the longest silence between two of them.
+	lastContent time.Time     // the latest; zero before t4
+	maxGap      time.Duration // the longest gap between two consecutive ones
+	maxGapAt    time.Time     // when that gap ended; zero with fewer than two
+	phases      [numPhases]time.Duration
+	phaseSet    [numPhases]bool
+	attempts    []Attempt
+	relayed     int // index in attempts of the relayed attempt, or -1
 }
 
 // New starts a timeline: t0 is taken now, before anything else is done.
@@ -116,6 +126,29 @@ func (t *Timeline) ForgetStream() {
 		t.marks[m] = time.Time{}
 	}
 	t.textSent = time.Time{}
+	t.lastContent, t.maxGap, t.maxGapAt = time.Time{}, 0, time.Time{}
+}
+
+// Content notes an event carrying content (text, reasoning or tool
+// arguments) that arrived at at, for max_output_gap_ms: the longest wait
+// between two consecutive content events, from t4 on. Heartbeats and
+// metadata are not content, so a provider that pings while stalled still
+// shows the stall. Events must be noted in arrival order.
+func (t *Timeline) Content(at time.Time) {
+	if !t.lastContent.IsZero() {
+		if gap := at.Sub(t.lastContent); t.maxGapAt.IsZero() || gap > t.maxGap {
+			t.maxGap, t.maxGapAt = gap, at
+		}
+	}
+	t.lastContent = at
+}
+
+// MarkHeadersSent records when the response headers were flushed to the
+// client (headers_sent_ms), unless it was recorded before.
+func (t *Timeline) MarkHeadersSent() {
+	if t.headSent.IsZero() {
+		t.headSent = t.now()
+	}
 }
 
 // MarkTextSent records when the first visible text was flushed to the
@@ -234,6 +267,18 @@ type Fields struct {
 	FirstTextSentMs     Offset `json:"first_text_sent_ms"`     // first visible text flushed to the client − t0
 	UpstreamDoneMs      Offset `json:"upstream_done_ms"`       // t6 − t0
 	TotalHandlerMs      Offset `json:"total_handler_ms"`       // t7 − t0
+
+	// RequestWaitMs is how long the request waited in the gateway before
+	// t0 (a local phase, its own origin; absent where not measured).
+	RequestWaitMs Span `json:"request_wait_ms"`
+	// HeadersSentMs is when the response headers were flushed to the
+	// client, from t0; absent when none were sent.
+	HeadersSentMs Offset `json:"headers_sent_ms"`
+	// MaxOutputGapMs is the longest wait between two consecutive content
+	// events from t4 on (its own origin); absent with fewer than two.
+	// MaxOutputGapAtMs is when that gap ended, from t0.
+	MaxOutputGapMs   Span   `json:"max_output_gap_ms"`
+	MaxOutputGapAtMs Offset `json:"max_output_gap_at_ms"`
 }
 
 // Fields derives the §1 fields from the marks.
@@ -251,7 +296,18 @@ func (t *Timeline) Fields() Fields {
 		FirstTextSentMs:     t.offset(t.textSent),
 		UpstreamDoneMs:      t.Since(T6),
 		TotalHandlerMs:      t.Since(T7),
+		RequestWaitMs:       t.Phase(PhaseRequestWait),
+		HeadersSentMs:       t.offset(t.headSent),
+		MaxOutputGapMs:      t.maxGapSpan(),
+		MaxOutputGapAtMs:    t.offset(t.maxGapAt),
 	}
+}
+
+func (t *Timeline) maxGapSpan() Span {
+	if t.maxGapAt.IsZero() {
+		return Span{}
+	}
+	return SpanOf(t.maxGap)
 }
 
 // LocalMs returns the sum of the local phases (auth + distribution + body

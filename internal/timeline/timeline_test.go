@@ -204,3 +204,47 @@ func TestForgetStream(t *testing.T) {
 	tl.Mark(T3)
 	wantMs(t, "t3 of the next attempt", tl.Since(T3), 15)
 }
+
+func TestMaxOutputGap(t *testing.T) {
+	c := newStepClock()
+	tl := New(c.now)
+	f := tl.Fields()
+	if f.MaxOutputGapMs.Valid() || f.MaxOutputGapAtMs.Valid() {
+		t.Fatalf("gap present before any content: %v at %v", f.MaxOutputGapMs, f.MaxOutputGapAtMs)
+	}
+	c.step(100 * time.Millisecond)
+	tl.Content(tl.Now()) // t4 at 100 ms
+	if f := tl.Fields(); f.MaxOutputGapMs.Valid() {
+		t.Fatalf("gap present with one content event: %v", f.MaxOutputGapMs)
+	}
+	for _, d := range []time.Duration{20, 3500, 40, 0, 700} {
+		c.step(d * time.Millisecond)
+		tl.Content(tl.Now())
+	}
+	f = tl.Fields()
+	gap, _ := f.MaxOutputGapMs.Ms()
+	at, _ := f.MaxOutputGapAtMs.Ms()
+	if gap != 3500 || at != 3620 {
+		t.Errorf("max gap %v ms ending at %v ms, want 3500 at 3620", gap, at)
+	}
+	// A later gap equal to the longest does not move where it ended.
+	c.step(3500 * time.Millisecond)
+	tl.Content(tl.Now())
+	if at, _ := tl.Fields().MaxOutputGapAtMs.Ms(); at != 3620 {
+		t.Errorf("an equal later gap moved the end to %v ms", at)
+	}
+	tl.ForgetStream()
+	if f := tl.Fields(); f.MaxOutputGapMs.Valid() || f.MaxOutputGapAtMs.Valid() {
+		t.Errorf("ForgetStream kept the gap %v", f.MaxOutputGapMs)
+	}
+}
+
+func TestZeroGapIsPresent(t *testing.T) {
+	c := newStepClock()
+	tl := New(c.now)
+	tl.Content(tl.Now())
+	tl.Content(tl.Now()) // two content events in one read: a gap of 0, present
+	if ms, ok := tl.Fields().MaxOutputGapMs.Ms(); !ok || ms != 0 {
+		t.Errorf("gap = %v, %v; want 0, present", ms, ok)
+	}
+}
