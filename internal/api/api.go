@@ -16,6 +16,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/ttfx/ttfx/internal/auth"
@@ -329,6 +330,9 @@ func (h *Handler) stats(w http.ResponseWriter, r *http.Request, p auth.Principal
 		if v != "" {
 			resp.Filter[k] = v
 		}
+	}
+	if q.Filter.Stream != nil {
+		resp.Filter["stream"] = strconv.FormatBool(*q.Filter.Stream)
 	}
 	writeJSON(w, http.StatusOK, resp)
 }

@@ -22,7 +22,7 @@ func badf(format string, args ...any) error { return &badRequest{fmt.Sprintf(for
 // Query parameters of the read API. The key is never one of them (see
 // KeyringResolver).
 var (
-	filterParams = []string{"from", "to", "since", "model", "channel", "group", "status", "label", "key_name"}
+	filterParams = []string{"from", "to", "since", "model", "channel", "group", "status", "label", "key_name", "stream"}
 	listParams   = append(slices.Clone(filterParams), "limit", "cursor")
 	statsParams  = append(slices.Clone(filterParams), "group_by", "bucket", "fields")
 )
@@ -120,6 +120,13 @@ func parseFilter(q url.Values, now time.Time) (store.Filter, error) {
 	}
 	f.Model, f.Channel, f.Group = get("model"), get("channel"), get("group")
 	f.Label, f.KeyName = get("label"), get("key_name")
+	if v := get("stream"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return f, badf("stream: want true or false, got %q", v)
+		}
+		f.Stream = &b
+	}
 	if v := get("status"); v != "" {
 		if !slices.Contains(record.Statuses, v) {
 			return f, badf("status: unknown status %q (known: %s)", v, strings.Join(record.Statuses, ", "))

@@ -585,6 +585,9 @@ func (b *builder) match(f *Filter) {
 	eq("group_name", f.Group)
 	eq("status", f.Status)
 	eq("key_name", f.KeyName)
+	if f.Stream != nil {
+		b.cond("r.stream = " + b.arg(*f.Stream))
+	}
 	if f.Label != "" {
 		b.cond("EXISTS (SELECT 1 FROM request_labels l WHERE l.request_id = r.request_id AND l.label = " + b.arg(f.Label) + ")")
 	}

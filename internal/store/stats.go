@@ -88,6 +88,22 @@ var Dimensions = map[string]string{
 	"api":      "api",
 	"region":   "region",
 	"provider": "provider",
+	"stream":   "stream",
+}
+
+// dimValue is a group key's value of column col as the answer shows it:
+// the stream flag is "true" or "false" on both engines (SQLite hands a
+// BOOLEAN over as 1 or 0).
+func dimValue(col string, v any) string {
+	if col == "stream" {
+		switch x := v.(type) {
+		case bool:
+			return strconv.FormatBool(x)
+		case int64:
+			return strconv.FormatBool(x != 0)
+		}
+	}
+	return asString(v)
 }
 
 // Bounds of a Stats answer. Stats holds every present value of the records
@@ -415,7 +431,7 @@ func (s *sqlStore) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
 		}
 		keyBuf.Reset()
 		for i := range nd {
-			keyBuf.WriteString(asString(vals[i]))
+			keyBuf.WriteString(dimValue(dimCols[i], vals[i]))
 			keyBuf.WriteByte(0)
 		}
 		keyBuf.WriteString(strconv.FormatInt(bucket, 10))
@@ -437,7 +453,7 @@ func (s *sqlStore) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
 			c = newCell(len(fields))
 			c.bucket = bucket
 			for i := range nd {
-				c.key = append(c.key, asString(vals[i]))
+				c.key = append(c.key, dimValue(dimCols[i], vals[i]))
 			}
 			cells[keyBuf.String()] = c
 			order = append(order, c)
@@ -614,7 +630,7 @@ func (s *sqlStore) countLabels(ctx context.Context, tx querier, q *StatsQuery, d
 		}
 		key.Reset()
 		for i := range n {
-			key.WriteString(asString(vals[i]))
+			key.WriteString(dimValue(dimCols[i], vals[i]))
 			key.WriteByte(0)
 		}
 		bucket, _ := asInt(vals[n])

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/url"
@@ -519,4 +520,41 @@ func TestStatsOverflowGroup(t *testing.T) {
 			t.Errorf("untruncated answer: %.300s", b)
 		}
 	})
+}
+
+// TestStatsStreamDimension groups and filters by the stream flag, which both
+// engines must name "true" and "false" alike.
+func TestStatsStreamDimension(t *testing.T) {
+	for _, e := range engines() {
+		t.Run(e.name, func(t *testing.T) {
+			s, _ := e.open(t)
+			base := time.Date(2025, 3, 14, 9, 0, 0, 0, time.UTC)
+			var recs []record.Record
+			for i := range 6 {
+				r := fullRecord(fmt.Sprintf("req-s%d", i), base.Add(time.Duration(i)*time.Second))
+				r.Stream = i%3 != 0 // 4 streaming, 2 not
+				recs = append(recs, r)
+			}
+			insert(t, s, recs...)
+			st, err := s.Stats(ctxT(t), StatsQuery{Filter: Filter{From: base, To: base.Add(time.Hour)}, GroupBy: []string{"stream"}, Fields: []string{"upstream_headers_ms"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]int{}
+			for _, g := range st.Groups {
+				got[g.Key["stream"]] = g.Count
+			}
+			if want := map[string]int{"true": 4, "false": 2}; !maps.Equal(got, want) {
+				t.Errorf("groups by stream %v, want %v", got, want)
+			}
+			no := false
+			st, err = s.Stats(ctxT(t), StatsQuery{Filter: Filter{From: base, To: base.Add(time.Hour), Stream: &no}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Groups) != 1 || st.Groups[0].Count != 2 {
+				t.Errorf("stream=false: %+v, want one group of 2", st.Groups)
+			}
+		})
+	}
 }

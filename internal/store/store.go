@@ -89,6 +89,11 @@ type Filter struct {
 	Status  string // a terminal status of SPEC.md §5
 	Label   string // a diagnosis label the record carries, at any position
 	KeyName string // the configured name of the client key
+	// Stream selects streaming (true) or non-streaming (false) requests;
+	// nil selects both. Their latencies mean different things (a
+	// non-streaming answer's headers come with the whole generation), so
+	// summaries keep them apart (SPEC.md §4).
+	Stream *bool
 
 	Limit  int    // records per page, 1..MaxLimit; 0 means DefaultLimit (List only)
 	Cursor string // Page.Next of the previous page; empty for the first (List only)
