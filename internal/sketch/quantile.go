@@ -47,8 +47,9 @@ func (s *Sketch) Quantiles(ps, out []float64) bool {
 		frac := h - float64(l)
 		q := c.at(l)
 		if frac > 0 {
-			// frac > 0 means h < count−1, so rank l+1 exists.
-			q += frac * (c.at(l+1) - q)
+			// frac > 0 means h < count−1, so rank l+1 exists. The clamp
+			// guards the promise of [min, max] against rounding.
+			q = min(max(q+frac*(c.at(l+1)-q), s.min), s.max)
 		}
 		out[k] = q
 	}

@@ -1,0 +1,281 @@
+package sketch
+
+import (
+	"bytes"
+	"encoding"
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+)
+
+var (
+	_ encoding.BinaryAppender    = (*Sketch)(nil)
+	_ encoding.BinaryMarshaler   = (*Sketch)(nil)
+	_ encoding.BinaryUnmarshaler = (*Sketch)(nil)
+)
+
+// enc assembles an encoding by hand: a byte as is, a uint64 as a uvarint,
+// an int as a varint, a float64 as 8 little-endian bytes, a []byte as is.
+func enc(parts ...any) []byte {
+	var b []byte
+	for _, p := range parts {
+		switch p := p.(type) {
+		case byte:
+			b = append(b, p)
+		case uint64:
+			b = binary.AppendUvarint(b, p)
+		case int:
+			b = binary.AppendVarint(b, int64(p))
+		case float64:
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(p))
+		case []byte:
+			b = append(b, p...)
+		default:
+			panic("enc: bad part")
+		}
+	}
+	return b
+}
+
+// mustEncode is AppendBinary for sketches that cannot fail to encode.
+func mustEncode(t testing.TB, s *Sketch) []byte {
+	t.Helper()
+	b, err := s.AppendBinary(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// logNormal returns a sketch of n log-normal latencies, median 500 ms and
+// σ = 1, the shape of the rollups' LLM latencies.
+func logNormal(r *rand.Rand, n int) *Sketch {
+	var s Sketch
+	for range n {
+		s.Add(500 * math.Exp(r.NormFloat64()))
+	}
+	return &s
+}
+
+// samples are sketches of every shape the encoding has, built from a fixed
+// seed so that the fuzz corpus is stable.
+func samples() map[string]*Sketch {
+	r := rand.New(rand.NewPCG(1, 2))
+	of := func(vs ...float64) *Sketch {
+		var s Sketch
+		for _, v := range vs {
+			s.Add(v)
+		}
+		return &s
+	}
+	big := logNormal(r, 100)
+	for range 40 {
+		big.Merge(big) // counts near 2^46: multi-byte count differences
+	}
+	return map[string]*Sketch{
+		"empty":               of(),
+		"one":                 of(250),
+		"zeros":               of(0, 0, 0),
+		"zeros and negatives": of(-3, 0, 0, 2.5, -1e-12, 7e5),
+		"extremes":            of(MinIndexable, MaxIndexable, -MinIndexable, -MaxIndexable, 1e300),
+		"sparse":              of(1e-8, 1e-3, 1, 1e3, 1e6, 1e9, 1e11),
+		"log-normal 10":       logNormal(r, 10),
+		"log-normal 100":      logNormal(r, 100),
+		"log-normal 1000":     logNormal(r, 1000),
+		"big counts":          big,
+	}
+}
+
+// TestEncodingGolden pins the format with a sketch encoded by hand: values
+// 1 and 2 fall in buckets 0 and 35 (⌈ln 2/ln γ⌉ = ⌈34.66⌉).
+func TestEncodingGolden(t *testing.T) {
+	var s Sketch
+	s.Add(1)
+	s.Add(2)
+	want := enc(byte(1), uint64(2), 1.0, 2.0, 3.0, uint64(0), // version, count, min, max, sum, zero
+		uint64(2), 0, // positive store: 2 buckets from index 0
+		uint64(1<<2),               // count 1 (difference +1, zigzag 2), no gap
+		uint64(0<<1|1), uint64(33), // count 1 (difference 0), gap: index 0+2+33
+		uint64(0)) // no negative buckets
+	if got := mustEncode(t, &s); !bytes.Equal(got, want) {
+		t.Errorf("encoding\n got % x\nwant % x", got, want)
+	}
+	if got := mustEncode(t, &Sketch{}); !bytes.Equal(got, []byte{1, 0}) {
+		t.Errorf("empty sketch encodes as % x", got)
+	}
+}
+
+// TestRoundTrip checks decode(encode(s)) = s, that encoding is
+// deterministic, and that MergeBinary of an encoding is Merge.
+func TestRoundTrip(t *testing.T) {
+	r := newRand(t)
+	for name, s := range samples() {
+		t.Run(name, func(t *testing.T) {
+			b := mustEncode(t, s)
+			got := logNormal(r, 50) // dirty, to see that Unmarshal replaces
+			if err := got.UnmarshalBinary(b); err != nil {
+				t.Fatal(err)
+			}
+			checkEqual(t, got, s, 0)
+			if again := mustEncode(t, got); !bytes.Equal(again, b) {
+				t.Errorf("re-encoding differs\n got % x\nwant % x", again, b)
+			}
+			viaMerge := logNormal(r, 50)
+			viaBinary := &Sketch{}
+			viaBinary.Merge(viaMerge)
+			viaMerge.Merge(s)
+			if err := viaBinary.MergeBinary(b); err != nil {
+				t.Fatal(err)
+			}
+			checkEqual(t, viaBinary, viaMerge, 0)
+		})
+	}
+}
+
+// TestMergeBinary merges the encodings of random splits and compares with
+// merging the sketches themselves, in the same order.
+func TestMergeBinary(t *testing.T) {
+	r := newRand(t)
+	for _, d := range dists {
+		t.Run(d.name, func(t *testing.T) {
+			parts := make([]Sketch, 1+r.IntN(30))
+			for range 1 + r.IntN(20_000) {
+				parts[r.IntN(len(parts))].Add(d.gen(r))
+			}
+			var viaMerge, viaBinary Sketch
+			for _, k := range r.Perm(len(parts)) {
+				viaMerge.Merge(&parts[k])
+				if err := viaBinary.MergeBinary(mustEncode(t, &parts[k])); err != nil {
+					t.Fatal(err)
+				}
+			}
+			checkEqual(t, &viaBinary, &viaMerge, 0)
+		})
+	}
+}
+
+// TestDecodeErrors feeds corrupt encodings to UnmarshalBinary and
+// MergeBinary: each must fail and leave the sketch as it was.
+func TestDecodeErrors(t *testing.T) {
+	// header of a sketch of two values, min 1, max 2, sum 3, no zeros
+	head := func(count uint64) []byte { return enc(byte(1), count, 1.0, 2.0, 3.0, uint64(0)) }
+	valid := enc(head(2), uint64(2), 0, uint64(1<<2), uint64(1), uint64(33), uint64(0))
+	tests := []struct {
+		name string
+		in   []byte
+	}{
+		{"nothing", nil},
+		{"version 0", []byte{0, 0}},
+		{"version 2", enc(byte(2), valid[1:])},
+		{"bytes after an empty sketch", []byte{1, 0, 0}},
+		{"trailing byte", enc(valid, byte(0))},
+		{"overlong varint", enc(byte(1), bytes.Repeat([]byte{0xff}, 10), byte(1))},
+		{"count above 2^62−1", enc(byte(1), uint64(1<<62), 1.0, 1.0, 1.0, uint64(1<<62), uint64(0), uint64(0))},
+		{"count too high", enc(head(3), valid[len(head(2)):])},
+		{"count too low", enc(head(1), valid[len(head(2)):])},
+		{"zero count above count", enc(byte(1), uint64(2), 1.0, 2.0, 3.0, uint64(1<<63), valid[len(head(2)):])},
+		{"min above max", enc(byte(1), uint64(2), 2.0, 1.0, 3.0, valid[len(head(2))-1:])},
+		{"NaN min", enc(byte(1), uint64(2), math.NaN(), 2.0, 3.0, valid[len(head(2))-1:])},
+		{"infinite max", enc(byte(1), uint64(2), 1.0, math.Inf(1), 3.0, valid[len(head(2))-1:])},
+		{"first index above range", enc(head(1), uint64(1), maxIndex+1, uint64(1<<2), uint64(0))},
+		{"first index below range", enc(head(1), uint64(1), minIndex-1, uint64(1<<2), uint64(0))},
+		{"more buckets than the range", enc(head(1), uint64(maxBuckets+1), 0, bytes.Repeat([]byte{0}, maxBuckets+2))},
+		{"more buckets than bytes", enc(head(1), uint64(100), 0, uint64(1<<2), uint64(0))},
+		{"gap before the first bucket", enc(head(1), uint64(1), 0, uint64(1<<2|1), uint64(0), uint64(0))},
+		{"adjacent bucket past the range", enc(head(2), uint64(2), maxIndex, uint64(1<<2), uint64(0), uint64(0))},
+		{"gap past the range", enc(head(2), uint64(2), maxIndex-2, uint64(1<<2), uint64(1), uint64(1), uint64(0))},
+		{"huge gap", enc(head(2), uint64(2), 0, uint64(1<<2), uint64(1), uint64(1<<63), uint64(0))},
+		{"empty bucket", enc(head(1), uint64(2), 0, uint64(1<<2), uint64(1<<1), uint64(0))},          // 1, then 1−1
+		{"negative bucket count", enc(head(1), uint64(2), 0, uint64(1<<2), uint64(3<<1), uint64(0))}, // 1, then 1−2
+		{"bucket count above 2^62−1", enc(head(maxCount), uint64(2), 0, uint64(maxCount)<<2, uint64(1<<2), uint64(0))},
+		{"bucket counts overflow", enc(head(maxCount), uint64(2), 0, uint64(maxCount-1)<<2, uint64(0), uint64(0))},
+		{"truncated float", valid[:10]},
+		{"truncated store", valid[:len(valid)-3]},
+	}
+	for name, s := range samples() {
+		b := mustEncode(t, s)
+		for n := range len(b) {
+			tests = append(tests, struct {
+				name string
+				in   []byte
+			}{name + " cut at " + strconv.Itoa(n), b[:n]})
+		}
+	}
+	base := samples()["zeros and negatives"]
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &Sketch{}
+			s.Merge(base)
+			before := mustEncode(t, s)
+			if err := s.UnmarshalBinary(tt.in); err == nil {
+				t.Fatalf("UnmarshalBinary(% x) succeeded", tt.in)
+			}
+			if err := s.MergeBinary(tt.in); err == nil {
+				t.Fatalf("MergeBinary(% x) succeeded", tt.in)
+			}
+			if after := mustEncode(t, s); !bytes.Equal(after, before) {
+				t.Fatal("a failed decode changed the sketch")
+			}
+		})
+	}
+}
+
+// TestCountLimit checks the 2^62−1 bound of the encoding on both sides.
+func TestCountLimit(t *testing.T) {
+	var s Sketch
+	s.Add(1)
+	s.pos.counts[s.pos.lo-s.pos.base] = maxCount
+	s.pos.n, s.count = maxCount, maxCount
+	b := mustEncode(t, &s)
+	if err := s.MergeBinary(b); err == nil {
+		t.Error("MergeBinary past the count limit succeeded")
+	}
+	s.Merge(&s)
+	if _, err := s.AppendBinary(nil); err == nil {
+		t.Error("AppendBinary past the count limit succeeded")
+	}
+}
+
+// TestEncodedSize logs the sizes of typical rollups and checks that a
+// sparse sketch pays per bucket, not per index it spans.
+func TestEncodedSize(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{0, 1, 10, 100, 1000, 100_000} {
+		s := logNormal(r, n)
+		b := mustEncode(t, s)
+		nb := len(s.pos.buckets())
+		t.Logf("%7d log-normal values: %3d buckets, %4d bytes", n, nb, len(b))
+		// header (at most 1+9+24+1), store headers (at most 2+3+1), and
+		// at most 3 bytes a bucket for these counts
+		if limit := 41 + 3*nb; len(b) > limit {
+			t.Errorf("%d values: %d bytes, more than %d", n, len(b), limit)
+		}
+	}
+	sparse := samples()["sparse"]
+	b := mustEncode(t, sparse)
+	span := sparse.pos.hi - sparse.pos.lo + 1
+	t.Logf("sparse: %d values over %d buckets: %d bytes", sparse.count, span, len(b))
+	if len(b) > 60 {
+		t.Errorf("sparse sketch of %d values spanning %d buckets takes %d bytes", sparse.count, span, len(b))
+	}
+}
+
+// TestMergeBinaryAllocs checks that merging encodings into a sketch whose
+// stores already cover their indices allocates nothing.
+func TestMergeBinaryAllocs(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	b := mustEncode(t, logNormal(r, 1000))
+	var s Sketch
+	if err := s.MergeBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { _ = s.MergeBinary(b) }); allocs != 0 {
+		t.Errorf("MergeBinary: %v allocations a call", allocs)
+	}
+	s.Reset()
+	if allocs := testing.AllocsPerRun(100, func() { s.Reset(); _ = s.MergeBinary(b) }); allocs != 0 {
+		t.Errorf("Reset and MergeBinary: %v allocations a call", allocs)
+	}
+}
