@@ -289,7 +289,8 @@ type Window struct {
 }
 
 // StatsResponse is the answer of GET /api/stats: the window and filter it
-// covers, the store's summary with its definitions and percentile method.
+// covers, the store's summary with its definitions, its method (rollups or
+// rows) and its percentile method with its relative error.
 type StatsResponse struct {
 	Window Window            `json:"window"`
 	Filter map[string]string `json:"filter"` // the filters applied, a viewer's group included
@@ -319,11 +320,13 @@ func (h *Handler) stats(w http.ResponseWriter, r *http.Request, p auth.Principal
 		return
 	}
 	resp := StatsResponse{Stats: st, Filter: map[string]string{}}
-	if f := q.Filter; !f.From.IsZero() {
-		resp.Window.From = &f.From
+	// The window the answer covers: the query's, widened to whole minutes
+	// when it came from rollups.
+	if !st.From.IsZero() {
+		resp.Window.From = &st.From
 	}
-	if f := q.Filter; !f.To.IsZero() {
-		resp.Window.To = &f.To
+	if !st.To.IsZero() {
+		resp.Window.To = &st.To
 	}
 	for k, v := range map[string]string{"model": q.Filter.Model, "channel": q.Filter.Channel, "group": q.Filter.Group,
 		"status": q.Filter.Status, "label": q.Filter.Label, "key_name": q.Filter.KeyName} {

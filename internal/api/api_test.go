@@ -16,6 +16,7 @@ import (
 
 	"github.com/ttfx/ttfx/internal/auth"
 	"github.com/ttfx/ttfx/internal/record"
+	"github.com/ttfx/ttfx/internal/sketch"
 	"github.com/ttfx/ttfx/internal/store"
 	"github.com/ttfx/ttfx/internal/testenv"
 	"github.com/ttfx/ttfx/internal/timeline"
@@ -447,13 +448,17 @@ func TestStatsAnswer(t *testing.T) {
 	if err := json.Unmarshal(a.body, &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.Window.From == nil || !st.Window.From.Equal(now.Add(-DefaultStatsWindow)) || st.Window.To != nil {
+	// From rollups, the window widens to whole minutes.
+	if st.Window.From == nil || !st.Window.From.Equal(now.Add(-DefaultStatsWindow).Truncate(time.Minute)) || st.Window.To != nil {
 		t.Errorf("window %+v", st.Window)
+	}
+	if st.Method != store.MethodRollups || st.RelativeError != sketch.RelativeAccuracy {
+		t.Errorf("method %q, relative error %v", st.Method, st.RelativeError)
 	}
 	if !strings.Contains(string(a.body), `"truncated":false`) || st.Definitions["truncated"] == "" {
 		t.Errorf("the answer does not say whether it is truncated: %.200s", a.body)
 	}
-	if !strings.Contains(st.PercentileMethod, "linear interpolation") {
+	if !strings.Contains(st.PercentileMethod, "R-7") || !strings.Contains(st.PercentileMethod, "sketch") {
 		t.Errorf("method %q", st.PercentileMethod)
 	}
 	if st.Definitions["first_text_delta_ms"] == "" || st.Definitions["upstream_headers_ms"] == "" || st.Definitions["error_rate"] == "" {

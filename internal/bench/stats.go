@@ -15,7 +15,7 @@ import (
 // the gateway's /api/stats reports for the same values are the same number.
 // The bench adds one rule for failure-inclusive summaries, where a failed
 // request counts as an unbounded (+Inf) latency.
-const PercentileMethod = store.PercentileMethod +
+const PercentileMethod = store.ExactPercentileMethod +
 	" In failure-inclusive summaries (with_failures) a failed request counts as +Inf, sorted above every finite value; " +
 	"interpolating towards +Inf gives +Inf, and a rank that falls exactly on a finite value gives that value."
 

@@ -3,6 +3,7 @@ package diagnose
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"testing"
 	"time"
@@ -61,7 +62,9 @@ func TestExplain(t *testing.T) {
 		t.Fatalf("lone slow request: peers %d flagged %d scope %s", c.Peers, c.FlaggedAlike, c.Scope)
 	}
 	fc := c.Fields["upstream_headers_ms"]
-	if fc.Value == nil || *fc.Value != 6000 || fc.P50 == nil || *fc.P50 != 100 || fc.Count != 10 {
+	// The context's percentiles come from rollup sketches: within 1% of
+	// the exact value.
+	if fc.Value == nil || *fc.Value != 6000 || fc.P50 == nil || math.Abs(*fc.P50-100) > 1 || fc.Count != 10 {
 		t.Fatalf("upstream_headers_ms context %+v", fc)
 	}
 	if c.Region != "eu" || c.Provider != "sim" || c.PercentileMethod == "" || c.Definitions["first_response_ms"] == "" {

@@ -175,9 +175,14 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	s.stopRetention, s.retentionDone = cancel, make(chan struct{})
+	var maintenance sync.WaitGroup
+	maintenance.Go(func() { store.RunRetention(rctx, s.store, cfg.Retention.D(), time.Hour, time.Now, s.log) })
+	// Hour and day rollups from the minute ones, so that long summaries
+	// read few rows (several gateways may do it at once).
+	maintenance.Go(func() { store.RunCompaction(rctx, s.store, time.Minute, time.Now, s.log) })
 	go func() {
-		defer close(s.retentionDone)
-		store.RunRetention(rctx, s.store, cfg.Retention.D(), time.Hour, time.Now, s.log)
+		maintenance.Wait()
+		close(s.retentionDone)
 	}()
 	return s, nil
 }

@@ -198,12 +198,22 @@ func TestSchemaHasNoPlaceForContent(t *testing.T) {
 		"request_attempts.status": "attempt status", "request_attempts.error": "gateway's error summary",
 		"request_labels.request_id": "id", "request_labels.label": "diagnosis label",
 		"schema_migrations.name": "migration file name",
+		"rollups.api":            "API name", "rollups.route": "endpoint pattern", "rollups.model": "model name, cleaned and capped as in requests",
+		"rollups.group_name": "configured group", "rollups.channel": "configured channel", "rollups.region": "configured region",
+		"rollups.provider": "upstream host", "rollups.status": "terminal status", "rollups.writer": "random id of a gateway process",
+		"rollups.labels":      "diagnosis labels with counts",
+		"rollup_dirty.writer": "random id of a gateway process",
+	}
+	for _, f := range StatFields {
+		textColumns["rollups."+f.rollupCol()] = "a quantile sketch: bucket counts and min/max/sum of a timing field"
 	}
 	want := map[string][]string{
 		"requests":          requestColumns,
 		"request_attempts":  attemptColumns,
 		"request_labels":    labelColumns,
 		"schema_migrations": {"version", "name", "applied_ns"},
+		"rollups":           names(rollupTable),
+		"rollup_dirty":      names(dirtyTable),
 	}
 	for _, e := range engines() {
 		t.Run(e.name, func(t *testing.T) {

@@ -187,6 +187,13 @@ const (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
+// goMigrations are steps in Go that run after the statements of their
+// migration, in its transaction: data moves that SQL shared by both engines
+// cannot express.
+var goMigrations = map[int]func(ctx context.Context, tx *sql.Tx, d dialect) error{
+	3: backfillRollups, // 0003_rollups.sql
+}
+
 // migration is one embedded schema change, named NNNN_what.sql.
 type migration struct {
 	version int
@@ -246,6 +253,12 @@ func splitSQL(src string) []string {
 // migrate applies the embedded migrations not yet recorded in
 // schema_migrations, all in one transaction.
 func migrate(ctx context.Context, db *sql.DB, d dialect) error {
+	return migrateTo(ctx, db, d, 0)
+}
+
+// migrateTo is migrate up to version upTo (0: all); tests make databases
+// of earlier versions with it.
+func migrateTo(ctx context.Context, db *sql.DB, d dialect, upTo int) error {
 	ms, err := loadMigrations()
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -288,11 +301,16 @@ func migrate(ctx context.Context, db *sql.DB, d dialect) error {
 		return fmt.Errorf("migrate: the database has schema version %d, newer than this ttfx knows (%d)", newest, known)
 	}
 	for _, m := range ms {
-		if applied[m.version] {
+		if applied[m.version] || upTo > 0 && m.version > upTo {
 			continue
 		}
 		for _, s := range m.stmts {
 			if _, err := tx.ExecContext(ctx, s); err != nil {
+				return fmt.Errorf("migrate %s: %w", m.name, err)
+			}
+		}
+		if step := goMigrations[m.version]; step != nil {
+			if err := step(ctx, tx, d); err != nil {
 				return fmt.Errorf("migrate %s: %w", m.name, err)
 			}
 		}

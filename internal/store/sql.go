@@ -30,11 +30,18 @@ type sqlStore struct {
 	// maxStatsRows is MaxStatsRows; tests lower it rather than store
 	// millions of records.
 	maxStatsRows int
+
+	// writer names the minute rollup rows this store writes (see
+	// writeRollups); insertMu serialises its inserts, which read and
+	// rewrite those rows.
+	writer   string
+	insertMu sync.Mutex
 }
 
 func newSQLStore(d dialect, write, read *sql.DB) *sqlStore {
 	return &sqlStore{d: d, write: write, read: read,
-		statsSlots: make(chan struct{}, MaxConcurrentStats), maxStatsRows: MaxStatsRows}
+		statsSlots: make(chan struct{}, MaxConcurrentStats), maxStatsRows: MaxStatsRows,
+		writer: newWriterID()}
 }
 
 func (s *sqlStore) Engine() string { return s.d.name }
@@ -57,6 +64,7 @@ const (
 	intCol                  // INTEGER or BIGINT, maybe NULL
 	floatCol                // DOUBLE PRECISION, maybe NULL
 	boolCol                 // BOOLEAN
+	bytesCol                // BYTEA (a BLOB on SQLite), maybe NULL
 )
 
 type column struct {
@@ -200,10 +208,15 @@ func decodeNames(s string) []string {
 // count.
 var insertSQL sync.Map // string → string
 
-// valuesStatement is a multi-row INSERT ... VALUES (?, ...), (?, ...),
-// with RETURNING returning when that is not empty.
-func valuesStatement(table string, cs []column, rows int, returning string) string {
-	key := "values/" + table + "/" + strconv.Itoa(rows) + "/" + returning
+// doNothing is the conflict clause of record inserts: a retried batch, or a
+// record written twice, is kept once.
+const doNothing = "ON CONFLICT DO NOTHING"
+
+// valuesStatement is a multi-row INSERT ... VALUES (?, ...), (?, ...)
+// followed by the conflict clause, with RETURNING returning when that is
+// not empty.
+func valuesStatement(table string, cs []column, rows int, conflict, returning string) string {
+	key := "values/" + table + "/" + strconv.Itoa(rows) + "/" + conflict + "/" + returning
 	if q, ok := insertSQL.Load(key); ok {
 		return q.(string)
 	}
@@ -216,8 +229,7 @@ func valuesStatement(table string, cs []column, rows int, returning string) stri
 		}
 		b.WriteString(row)
 	}
-	// A retried batch, or a record written twice, is kept once.
-	b.WriteString(" ON CONFLICT DO NOTHING")
+	b.WriteString(" " + conflict)
 	if returning != "" {
 		b.WriteString(" RETURNING " + returning)
 	}
@@ -229,7 +241,20 @@ func valuesStatement(table string, cs []column, rows int, returning string) stri
 // inserter inserts rows of len(cs) arguments each (row-major) into table.
 // When returning names a text column, it returns that column's values of
 // the rows it inserted, which leaves out the rows ON CONFLICT skipped.
-type inserter func(ctx context.Context, tx *sql.Tx, table string, cs []column, args []any, returning string) ([]string, error)
+type inserter func(ctx context.Context, tx *sql.Tx, table string, cs []column, args []any, conflict, returning string) ([]string, error)
+
+// insertRows inserts rows with the inserter of d's engine.
+func insertRows(ctx context.Context, tx *sql.Tx, d dialect, table string, cs []column, args []any, conflict, returning string) ([]string, error) {
+	if d.arrays {
+		return insertUnnest(ctx, tx, table, cs, args, conflict, returning)
+	}
+	return insertValues(ctx, tx, table, cs, args, conflict, returning)
+}
+
+// insert inserts rows with the engine's inserter.
+func (s *sqlStore) insert(ctx context.Context, tx *sql.Tx, table string, cs []column, args []any, conflict, returning string) ([]string, error) {
+	return insertRows(ctx, tx, s.d, table, cs, args, conflict, returning)
+}
 
 // execInsert runs one insert statement, collecting the returned column.
 func execInsert(ctx context.Context, tx *sql.Tx, q string, args []any, returning string, got []string) ([]string, error) {
@@ -254,14 +279,14 @@ func execInsert(ctx context.Context, tx *sql.Tx, q string, args []any, returning
 
 // insertValues inserts rows as multi-row VALUES statements of at most
 // maxParams placeholders.
-func insertValues(ctx context.Context, tx *sql.Tx, table string, cs []column, args []any, returning string) ([]string, error) {
+func insertValues(ctx context.Context, tx *sql.Tx, table string, cs []column, args []any, conflict, returning string) ([]string, error) {
 	perStmt := maxParams / len(cs)
 	var got []string
 	for len(args) > 0 {
 		n := min(len(args)/len(cs), perStmt)
 		chunk := args[:n*len(cs)]
 		var err error
-		if got, err = execInsert(ctx, tx, valuesStatement(table, cs, n, returning), chunk, returning, got); err != nil {
+		if got, err = execInsert(ctx, tx, valuesStatement(table, cs, n, conflict, returning), chunk, returning, got); err != nil {
 			return nil, fmt.Errorf("insert %s: %w", table, err)
 		}
 		args = args[len(chunk):]
@@ -274,17 +299,17 @@ func insertValues(ctx context.Context, tx *sql.Tx, table string, cs []column, ar
 // prepares and plans it once. It writes 4 times the rows per second of a
 // 500-row VALUES statement with 23000 parameters (measured: 57k against
 // 15k rows/s), which PostgreSQL re-plans on every execution.
-func unnestStatement(table string, cs []column, returning string) string {
-	key := "unnest/" + table + "/" + returning
+func unnestStatement(table string, cs []column, conflict, returning string) string {
+	key := "unnest/" + table + "/" + conflict + "/" + returning
 	if q, ok := insertSQL.Load(key); ok {
 		return q.(string)
 	}
 	arrays := make([]string, len(cs))
 	for i, c := range cs {
-		arrays[i] = "$" + strconv.Itoa(i+1) + "::" + [...]string{textCol: "text[]", intCol: "int8[]", floatCol: "float8[]", boolCol: "bool[]"}[c.kind]
+		arrays[i] = "$" + strconv.Itoa(i+1) + "::" + [...]string{textCol: "text[]", intCol: "int8[]", floatCol: "float8[]", boolCol: "bool[]", bytesCol: "bytea[]"}[c.kind]
 	}
 	q := "INSERT INTO " + table + " (" + strings.Join(names(cs), ", ") + ") SELECT * FROM unnest(" +
-		strings.Join(arrays, ", ") + ") ON CONFLICT DO NOTHING"
+		strings.Join(arrays, ", ") + ") " + conflict
 	if returning != "" {
 		q += " RETURNING " + returning
 	}
@@ -293,7 +318,7 @@ func unnestStatement(table string, cs []column, returning string) string {
 }
 
 // insertUnnest inserts row-major args column-wise, as typed arrays.
-func insertUnnest(ctx context.Context, tx *sql.Tx, table string, cs []column, args []any, returning string) ([]string, error) {
+func insertUnnest(ctx context.Context, tx *sql.Tx, table string, cs []column, args []any, conflict, returning string) ([]string, error) {
 	rows := len(args) / len(cs)
 	if rows == 0 {
 		return nil, nil
@@ -331,9 +356,15 @@ func insertUnnest(ctx context.Context, tx *sql.Tx, table string, cs []column, ar
 				a[i], _ = args[i*len(cs)+j].(bool)
 			}
 			params[j] = a
+		case bytesCol:
+			a := make([][]byte, rows) // nil elements are NULL
+			for i := range a {
+				a[i], _ = args[i*len(cs)+j].([]byte)
+			}
+			params[j] = a
 		}
 	}
-	got, err := execInsert(ctx, tx, unnestStatement(table, cs, returning), params, returning, nil)
+	got, err := execInsert(ctx, tx, unnestStatement(table, cs, conflict, returning), params, returning, nil)
 	if err != nil {
 		return nil, fmt.Errorf("insert %s: %w", table, err)
 	}
@@ -349,12 +380,38 @@ func (s *sqlStore) Insert(ctx context.Context, recs []record.Record) error {
 			return err
 		}
 	}
-	// A request id names one record: of several in a batch the first is
-	// kept, and one already stored is kept as it is. ON CONFLICT DO
-	// NOTHING alone would skip only the colliding rows of each table, and
-	// graft the attempts and labels of a second record that do not
-	// collide onto the first; so the attempts and labels written are those
-	// of the records whose request row this transaction inserted.
+	s.insertMu.Lock()
+	defer s.insertMu.Unlock()
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("insert: %w", err)
+	}
+	defer tx.Rollback()
+	stored, err := insertRecords(ctx, tx, s.d, recs)
+	if err != nil {
+		return err
+	}
+	// The rollups of exactly the records stored, in their transaction: a
+	// retried batch adds nothing twice.
+	if err := writeRollups(ctx, tx, s.d, s.writer, stored); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("insert: commit: %w", err)
+	}
+	return nil
+}
+
+// insertRecords writes the rows of recs (requests, attempts, labels) in tx
+// and returns the records it stored.
+//
+// A request id names one record: of several in a batch the first is kept,
+// and one already stored is kept as it is. ON CONFLICT DO NOTHING alone
+// would skip only the colliding rows of each table, and graft the attempts
+// and labels of a second record that do not collide onto the first; so the
+// attempts and labels written are those of the records whose request row
+// this transaction inserted.
+func insertRecords(ctx context.Context, tx *sql.Tx, d dialect, recs []record.Record) ([]*record.Record, error) {
 	seen := make(map[string]bool, len(recs))
 	reqArgs := make([]any, 0, len(recs)*len(requestColumns))
 	for i := range recs {
@@ -363,30 +420,23 @@ func (s *sqlStore) Insert(ctx context.Context, recs []record.Record) error {
 			reqArgs = requestArgs(reqArgs, r)
 		}
 	}
-	tx, err := s.write.BeginTx(ctx, nil)
+	inserted, err := insertRows(ctx, tx, d, "requests", requestTable, reqArgs, doNothing, "request_id")
 	if err != nil {
-		return fmt.Errorf("insert: %w", err)
-	}
-	defer tx.Rollback()
-	var insert inserter = insertValues
-	if s.d.arrays {
-		insert = insertUnnest
-	}
-	inserted, err := insert(ctx, tx, "requests", requestTable, reqArgs, "request_id")
-	if err != nil {
-		return err
+		return nil, err
 	}
 	fresh := make(map[string]bool, len(inserted))
 	for _, id := range inserted {
 		fresh[id] = true
 	}
 	var attArgs, labArgs []any
+	stored := make([]*record.Record, 0, len(inserted))
 	for i := range recs {
 		r := &recs[i]
 		if !fresh[r.RequestID] {
 			continue
 		}
 		delete(fresh, r.RequestID) // the first record of an id only
+		stored = append(stored, r)
 		for j, a := range r.Attempts[:min(len(r.Attempts), maxAttempts)] {
 			attArgs = append(attArgs, r.RequestID, int64(j), clean(a.Channel, maxNameLen),
 				offsetArg(a.UpstreamStartMs), spanArg(a.UpstreamHeadersMs), offsetArg(a.UpstreamHeadersAtMs),
@@ -398,16 +448,13 @@ func (s *sqlStore) Insert(ctx context.Context, recs []record.Record) error {
 			labArgs = append(labArgs, r.RequestID, int64(j), clean(l, maxNameLen))
 		}
 	}
-	if _, err := insert(ctx, tx, "request_attempts", attemptTable, attArgs, ""); err != nil {
-		return err
+	if _, err := insertRows(ctx, tx, d, "request_attempts", attemptTable, attArgs, doNothing, ""); err != nil {
+		return nil, err
 	}
-	if _, err := insert(ctx, tx, "request_labels", labelTable, labArgs, ""); err != nil {
-		return err
+	if _, err := insertRows(ctx, tx, d, "request_labels", labelTable, labArgs, doNothing, ""); err != nil {
+		return nil, err
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("insert: commit: %w", err)
-	}
-	return nil
+	return stored, nil
 }
 
 // scanner is a *sql.Row or *sql.Rows.
@@ -710,6 +757,13 @@ func (s *sqlStore) DeleteBefore(ctx context.Context, t time.Time, limit int) (in
 		return 0, fmt.Errorf("delete: %w", err)
 	}
 	if len(ids) == 0 {
+		// Every record before t is gone: so go their rollups.
+		if err := deleteRollupsBefore(ctx, tx, unixNano(t)); err != nil {
+			return 0, err
+		}
+		if err := tx.Commit(); err != nil {
+			return 0, fmt.Errorf("delete: commit: %w", err)
+		}
 		return 0, nil
 	}
 	marks := make([]string, len(ids))
@@ -730,6 +784,12 @@ func (s *sqlStore) DeleteBefore(ctx context.Context, t time.Time, limit int) (in
 	n, err := res.RowsAffected()
 	if err != nil {
 		return 0, fmt.Errorf("delete requests: %w", err)
+	}
+	if len(ids) < limit {
+		// The last records before t: their rollups go with them.
+		if err := deleteRollupsBefore(ctx, tx, unixNano(t)); err != nil {
+			return 0, err
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("delete: commit: %w", err)

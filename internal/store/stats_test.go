@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ttfx/ttfx/internal/record"
+	"github.com/ttfx/ttfx/internal/sketch"
 	"github.com/ttfx/ttfx/internal/testenv"
 	"github.com/ttfx/ttfx/internal/timeline"
 )
@@ -106,6 +107,21 @@ func approx(t *testing.T, what string, got *float64, want float64) {
 	}
 }
 
+// approxP checks a percentile of a summary against the exact R-7 value of
+// the same records: within the sketch's bound, relative to the larger of
+// the two order statistics it interpolates (neighbour, the other one; for
+// these small fixtures within 10% of want).
+func approxP(t *testing.T, what string, got *float64, want, neighbour float64) {
+	t.Helper()
+	if got == nil {
+		t.Errorf("%s = null, want %v", what, want)
+		return
+	}
+	if bound := sketch.RelativeAccuracy*max(math.Abs(want), math.Abs(neighbour)) + 1e-9; math.Abs(*got-want) > bound {
+		t.Errorf("%s = %v, want %v ± %v", what, *got, want, bound)
+	}
+}
+
 func TestStats(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s Store) {
 		statsFixture(t, s)
@@ -113,8 +129,8 @@ func TestStats(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.PercentileMethod != PercentileMethod || !strings.Contains(st.PercentileMethod, "R-7") {
-			t.Errorf("method %q", st.PercentileMethod)
+		if st.PercentileMethod != SketchMethod || !strings.Contains(st.PercentileMethod, "R-7") || st.Method != MethodRollups {
+			t.Errorf("method %q %q", st.Method, st.PercentileMethod)
 		}
 		for _, f := range StatFields {
 			if st.Definitions[f.Name] == "" {
@@ -132,16 +148,16 @@ func TestStats(t *testing.T) {
 		if ft.Count != 10 || ft.Absent != 2 {
 			t.Errorf("m1 first_text_delta_ms count %d absent %d, want 10, 2", ft.Count, ft.Absent)
 		}
-		approx(t, "m1 p50", ft.P50, 5.5)
-		approx(t, "m1 p90", ft.P90, 9.1)
-		approx(t, "m1 p95", ft.P95, 9.55)
-		approx(t, "m1 p99", ft.P99, 9.91)
+		approxP(t, "m1 p50", ft.P50, 5.5, 6)
+		approxP(t, "m1 p90", ft.P90, 9.1, 10)
+		approxP(t, "m1 p95", ft.P95, 9.55, 10)
+		approxP(t, "m1 p99", ft.P99, 9.91, 10)
 		approx(t, "m1 min", ft.Min, 1)
 		approx(t, "m1 max", ft.Max, 10)
 		approx(t, "m1 mean", ft.Mean, 5.5)
-		approx(t, "m1 tps p50", m1.Fields["visible_output_tps"].P50, 55)
+		approxP(t, "m1 tps p50", m1.Fields["visible_output_tps"].P50, 55, 60)
 		lag := m1.Fields["relay_lag_ms"]
-		approx(t, "m1 relay lag p99", lag.P99, 0.5)
+		approxP(t, "m1 relay lag p99", lag.P99, 0.5, 0.5)
 		if lag.Count != 10 || lag.Absent != 2 {
 			t.Errorf("relay lag count %d absent %d", lag.Count, lag.Absent)
 		}
@@ -158,9 +174,9 @@ func TestStats(t *testing.T) {
 			t.Errorf("m2 statuses %v", m2.Statuses)
 		}
 		ft = m2.Fields["first_text_delta_ms"]
-		approx(t, "m2 p50", ft.P50, 35)
-		approx(t, "m2 p95", ft.P95, 48)
-		approx(t, "m2 p99", ft.P99, 49.6)
+		approxP(t, "m2 p50", ft.P50, 35, 35)
+		approxP(t, "m2 p95", ft.P95, 48, 50)
+		approxP(t, "m2 p99", ft.P99, 49.6, 50)
 
 		// One group, a filter by label, a subset of fields.
 		st, err = s.Stats(ctxT(t), StatsQuery{Filter: Filter{Label: "truncated"}, Fields: []string{"first_text_delta_ms"}})
@@ -172,10 +188,10 @@ func TestStats(t *testing.T) {
 		}
 		g := st.Groups[0]
 		// The counts, the one field, and truncated.
-		if len(g.Fields) != 1 || len(st.Definitions) != len(CountDefinitions)+2 {
+		if len(g.Fields) != 1 || len(st.Definitions) != len(CountDefinitions)+3 || st.Method != MethodRows {
 			t.Errorf("fields %v definitions %v", g.Fields, st.Definitions)
 		}
-		approx(t, "truncated p50", g.Fields["first_text_delta_ms"].P50, (4+40)/2.0)
+		approxP(t, "truncated p50", g.Fields["first_text_delta_ms"].P50, (4+40)/2.0, 40)
 
 		// Buckets of a minute, grouped by model and channel.
 		st, err = s.Stats(ctxT(t), StatsQuery{GroupBy: []string{"model", "channel"}, Bucket: time.Minute,
@@ -297,7 +313,7 @@ func TestStatsScanOrIndex(t *testing.T) {
 	s, _ := openTestSQLite(t)
 	statsFixture(t, s)
 	ss := s.(*sqlStore)
-	q := StatsQuery{GroupBy: []string{"model"}, Filter: Filter{From: testBase.Add(-time.Hour), To: testBase.Add(time.Hour)}}
+	q := StatsQuery{GroupBy: []string{"model"}, Filter: Filter{From: testBase.Add(-time.Hour), To: testBase.Add(time.Hour), Label: "generation_slow"}}
 	tx, err := ss.read.BeginTx(ctxT(t), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -326,9 +342,11 @@ func TestStatsScanOrIndex(t *testing.T) {
 }
 
 func TestStatsRowBound(t *testing.T) {
-	// Past the bound a call stops with ErrBadQuery instead of holding
-	// every value; the bound is lowered here from MaxStatsRows so as not
-	// to store millions of records.
+	// A summary that must read records (a key_name or label filter) stops
+	// past the bound with ErrBadQuery naming the filter, instead of
+	// reading without end; the bound is lowered here from MaxStatsRows so
+	// as not to store millions of records. Without that filter the same
+	// summary comes from the rollups, whatever the number of records.
 	forEachEngine(t, func(t *testing.T, s Store) {
 		var recs []record.Record
 		for i := range 60 {
@@ -340,19 +358,24 @@ func TestStatsRowBound(t *testing.T) {
 		}
 		insert(t, s, recs...)
 		s.(*sqlStore).maxStatsRows = 50
-		_, err := s.Stats(ctxT(t), StatsQuery{})
-		if !errors.Is(err, ErrBadQuery) || !strings.Contains(err.Error(), "narrow the window or filter") {
+		_, err := s.Stats(ctxT(t), StatsQuery{Filter: Filter{KeyName: "team-a-app"}})
+		if !errors.Is(err, ErrBadQuery) || !strings.Contains(err.Error(), "narrow the window or filter") ||
+			!strings.Contains(err.Error(), "key_name") {
 			t.Errorf("60 records past a bound of 50: %v", err)
 		}
 		// Narrowed, the same store answers.
-		for _, f := range []Filter{{Model: "other"}, {To: testBase.Add(50 * time.Second)}} {
+		for _, f := range []Filter{{Model: "other", KeyName: "team-a-app"}, {To: testBase.Add(50 * time.Second), KeyName: "team-a-app"}} {
 			st, err := s.Stats(ctxT(t), StatsQuery{Filter: f})
-			if err != nil || len(st.Groups) != 1 || st.Groups[0].Count > 50 {
+			if err != nil || len(st.Groups) != 1 || st.Groups[0].Count > 50 || st.Method != MethodRows {
 				t.Errorf("narrowed to %+v: %v %+v", f, err, st.Groups)
 			}
 		}
+		// Without the filter: rollups, no bound.
+		if st, err := s.Stats(ctxT(t), StatsQuery{}); err != nil || st.Groups[0].Count != 60 || st.Method != MethodRollups {
+			t.Errorf("60 records from rollups at a row bound of 50: %v %+v", err, st)
+		}
 		s.(*sqlStore).maxStatsRows = 60
-		if st, err := s.Stats(ctxT(t), StatsQuery{}); err != nil || st.Groups[0].Count != 60 {
+		if st, err := s.Stats(ctxT(t), StatsQuery{Filter: Filter{KeyName: "team-a-app"}}); err != nil || st.Groups[0].Count != 60 {
 			t.Errorf("60 records at a bound of 60: %v", err)
 		}
 	})
@@ -427,7 +450,7 @@ func TestStatsConcurrencyBoundPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	release := holdTable(t, admin, "requests")
+	release := holdTable(t, admin, "rollups")
 	const calls = 5
 	done := make(chan error, calls)
 	for range calls {

@@ -53,7 +53,9 @@ type Store interface {
 	// MaxConcurrentStats calls at once, the others waiting their turn.
 	Stats(ctx context.Context, q StatsQuery) (Stats, error)
 	// DeleteBefore deletes up to limit records whose timestamp is before t,
-	// oldest first, and returns how many it deleted.
+	// oldest first, and returns how many it deleted. The call that leaves
+	// none before t also deletes the rollups of the time units that end by
+	// t.
 	DeleteBefore(ctx context.Context, t time.Time, limit int) (int, error)
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error

@@ -1,0 +1,209 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+)
+
+// CompactionGrace is how long after an hour or a day ends its rollup is
+// compacted: records are written when their request ends, after the minute
+// they started in, and most arrive within it. A record that arrives later
+// still (a long stream, a writer that waited out a database outage) marks
+// its hour and day dirty again, and they are compacted anew.
+const CompactionGrace = 2 * time.Minute
+
+// Compactor is a store whose rollups are compacted (see Compact).
+type Compactor interface {
+	// Compact makes the hour rollups of closed dirty hours from their
+	// minute rows, and the day rollups of closed dirty days from their
+	// hour rows, as of now; it returns how many it made. Several
+	// gateways may compact one database at once.
+	Compact(ctx context.Context, now time.Time) (int, error)
+}
+
+// maxCompactPerCall bounds the units one Compact call makes, so that a
+// backlog (after an upgrade, or an outage) is worked off in steps.
+const maxCompactPerCall = 500
+
+// Compact implements Compactor. Readers never need it for correct answers
+// (a dirty hour is read from its minutes), only for fast ones.
+func (s *sqlStore) Compact(ctx context.Context, now time.Time) (int, error) {
+	cutHour := now.Add(-time.Hour - CompactionGrace).UnixNano()
+	cutDay := now.Add(-24*time.Hour - CompactionGrace).UnixNano()
+	rows, err := s.write.QueryContext(ctx, `SELECT DISTINCT level, start_ns FROM rollup_dirty
+		WHERE (level = 1 AND start_ns <= $1) OR (level = 2 AND start_ns <= $2)
+		ORDER BY level, start_ns LIMIT $3`, cutHour, cutDay, maxCompactPerCall)
+	if err != nil {
+		return 0, fmt.Errorf("compact: %w", err)
+	}
+	var units [][2]int64
+	for rows.Next() {
+		var u [2]int64
+		if err := rows.Scan(&u[0], &u[1]); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("compact: %w", err)
+		}
+		units = append(units, u)
+	}
+	if err := rows.Close(); err != nil {
+		return 0, fmt.Errorf("compact: %w", err)
+	}
+	made := 0
+	for _, u := range units {
+		ok, err := s.compactUnit(ctx, int(u[0]), u[1])
+		if err != nil {
+			return made, err
+		}
+		if ok {
+			made++
+		}
+	}
+	return made, nil
+}
+
+// compactUnit remakes the rollup rows of one hour (from its minutes) or
+// one day (from its hours) and clears its dirty marks, in one transaction.
+// It reports false when there was nothing to do: another gateway claimed
+// the unit first, or (for a day) one of its hours is still dirty.
+//
+// The marks are claimed first (deleted), and only then are the finer rows
+// read. A writer that changes a finer row marks the unit dirty in the same
+// transaction, updating its existing mark (so taking its row lock) or
+// inserting a new one: if it committed before the claim, the claim took
+// its mark and the read sees its rows (on PostgreSQL each statement of a
+// read-committed transaction sees what committed before it, and the claim
+// waited for the writer's lock); if it commits after, its mark survives and
+// the unit is compacted again. No change to a finer row is lost to a
+// concurrent compaction.
+func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (bool, error) {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("compact: %w", err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `DELETE FROM rollup_dirty WHERE level = $1 AND start_ns = $2`, int64(level), start)
+	if err != nil {
+		return false, fmt.Errorf("compact: claim: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return false, err
+	}
+	end := start + int64(levelUnit[level])
+	if level == levelDay {
+		// A day is made of up-to-date hours only; a dirty one keeps the
+		// day dirty (the rollback restores its marks).
+		var dirty int
+		err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM rollup_dirty WHERE level = 1 AND start_ns >= $1 AND start_ns < $2`,
+			start, end).Scan(&dirty)
+		if err != nil {
+			return false, fmt.Errorf("compact: %w", err)
+		}
+		if dirty > 0 {
+			return false, nil
+		}
+	}
+	cells := map[rollupKey]*rollupCell{}
+	rows, err := tx.QueryContext(ctx, "SELECT "+selectRollup+" FROM rollups WHERE level = $1 AND start_ns >= $2 AND start_ns < $3",
+		int64(level-1), start, end)
+	if err != nil {
+		return false, fmt.Errorf("compact: %w", err)
+	}
+	sr := newScannedRollup()
+	for rows.Next() {
+		if err := sr.scan(rows); err != nil {
+			rows.Close()
+			return false, fmt.Errorf("compact: %w", err)
+		}
+		c := cells[sr.key]
+		if c == nil {
+			c = newRollupCell()
+			cells[sr.key] = c
+		}
+		if err := c.mergeRow(sr.count, sr.labels, sr.bytesOf()); err != nil {
+			rows.Close()
+			return false, fmt.Errorf("compact: %w", err)
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return false, fmt.Errorf("compact: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM rollups WHERE level = $1 AND start_ns = $2`, int64(level), start); err != nil {
+		return false, fmt.Errorf("compact: %w", err)
+	}
+	keys := make([]rollupKey, 0, len(cells))
+	for k := range cells {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b rollupKey) int { return compareKeys(&a, &b) })
+	var args []any
+	for _, k := range keys {
+		if args, err = rollupArgs(args, level, start, &k, "", cells[k]); err != nil {
+			return false, fmt.Errorf("compact: %w", err)
+		}
+	}
+	if _, err := insertRows(ctx, tx, s.d, "rollups", rollupTable, args, rollupUpsert, ""); err != nil {
+		return false, fmt.Errorf("compact: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("compact: commit: %w", err)
+	}
+	return true, nil
+}
+
+// deleteRollupsBefore deletes the rollup rows and dirty marks of units
+// that end at or before t: retention removes rollups with their records. A
+// unit that straddles t keeps its row (and so still counts the records
+// deleted from its first part) until it ends before the cutoff too.
+func deleteRollupsBefore(ctx context.Context, tx *sql.Tx, t int64) error {
+	for level := range numLevels {
+		last := t - int64(levelUnit[level]) // a unit starting at or before this ends by t
+		if _, err := tx.ExecContext(ctx, `DELETE FROM rollups WHERE level = $1 AND start_ns <= $2`, int64(level), last); err != nil {
+			return fmt.Errorf("delete rollups: %w", err)
+		}
+		if level > levelMinute {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM rollup_dirty WHERE level = $1 AND start_ns <= $2`, int64(level), last); err != nil {
+				return fmt.Errorf("delete rollup marks: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// RunCompaction compacts s's rollups at once and then every `every`, until
+// ctx ends; s must be a Compactor, else it returns at once. It blocks: run
+// it in its own goroutine.
+func RunCompaction(ctx context.Context, s Store, every time.Duration, now func() time.Time, log *slog.Logger) {
+	c, ok := s.(Compactor)
+	if !ok || every <= 0 {
+		return
+	}
+	if now == nil {
+		now = time.Now
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		for {
+			n, err := c.Compact(ctx, now())
+			if err != nil && !errors.Is(err, context.Canceled) {
+				log.Warn("store: rollup compaction failed", "err", ErrorMessage(err))
+			}
+			if err != nil || n < maxCompactPerCall {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,524 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ttfx/ttfx/internal/record"
+	"github.com/ttfx/ttfx/internal/sketch"
+)
+
+// Rollup levels: the time unit one rollup row summarises. Units are aligned
+// to the Unix epoch (UTC), as Stats buckets are.
+const (
+	levelMinute = 0
+	levelHour   = 1
+	levelDay    = 2
+	numLevels   = 3
+)
+
+// levelUnit is the length of a level's unit.
+var levelUnit = [numLevels]time.Duration{time.Minute, time.Hour, 24 * time.Hour}
+
+// rollupKey is what one rollup row's records share besides their time
+// unit: every dimension Stats groups or filters by, and the terminal
+// status. Strings are cleaned as the records' columns are, so a key equals
+// the columns of the records it summarises.
+type rollupKey struct {
+	api, route, model, group, channel, region, provider string
+	stream                                              bool
+	status                                              string
+}
+
+func keyOf(r *record.Record) rollupKey {
+	return rollupKey{
+		api: clean(r.API, maxNameLen), route: clean(r.Route, maxNameLen), model: clean(r.Model, maxNameLen),
+		group: clean(r.Group, maxNameLen), channel: clean(r.Channel, maxNameLen), region: clean(r.Region, maxNameLen),
+		provider: clean(r.Provider, maxNameLen), stream: r.Stream, status: clean(r.Status, maxNameLen),
+	}
+}
+
+// dim returns the key's value of a Dimensions column.
+func (k *rollupKey) dim(col string) string {
+	switch col {
+	case "api":
+		return k.api
+	case "route":
+		return k.route
+	case "model":
+		return k.model
+	case "group_name":
+		return k.group
+	case "channel":
+		return k.channel
+	case "region":
+		return k.region
+	case "provider":
+		return k.provider
+	case "stream":
+		return strconv.FormatBool(k.stream)
+	case "status":
+		return k.status
+	}
+	return ""
+}
+
+// rollupKeyColumns are the key's columns in the rollups table, in the
+// order of rollupKey's fields.
+var rollupKeyColumns = []string{"api", "route", "model", "group_name", "channel", "region", "provider", "stream", "status"}
+
+// labelCounts counts diagnosis labels: at any position and as the primary
+// verdict.
+type labelCounts map[string]LabelCount
+
+func (l labelCounts) add(o labelCounts) {
+	for k, v := range o {
+		c := l[k]
+		c.Count += v.Count
+		c.Primary += v.Primary
+		l[k] = c
+	}
+}
+
+// encodeLabels writes label counts as "label=count/primary" joined by
+// commas, sorted by label: a row is read far more often than it is
+// written, and this parses several times faster than JSON. Diagnosis labels
+// are identifiers of lower-case letters and underscores (rule labels and
+// terminal statuses); a label with any other character cannot be written
+// here and is left out rather than corrupt the row.
+func encodeLabels(l labelCounts) string {
+	if len(l) == 0 {
+		return ""
+	}
+	names := make([]string, 0, len(l))
+	for k := range l {
+		if k != "" && !strings.ContainsAny(k, ",=/") {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	for i, k := range names {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		c := l[k]
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(strconv.Itoa(c.Count))
+		b.WriteByte('/')
+		b.WriteString(strconv.Itoa(c.Primary))
+	}
+	return b.String()
+}
+
+// addLabels adds what encodeLabels wrote to l, skipping malformed parts.
+func addLabels(l labelCounts, s string) {
+	for s != "" {
+		var part string
+		part, s, _ = strings.Cut(s, ",")
+		name, counts, ok := strings.Cut(part, "=")
+		if !ok {
+			continue
+		}
+		cs, ps, ok := strings.Cut(counts, "/")
+		if !ok {
+			continue
+		}
+		c, err1 := strconv.Atoi(cs)
+		p, err2 := strconv.Atoi(ps)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		v := l[name]
+		v.Count += c
+		v.Primary += p
+		l[name] = v
+	}
+}
+
+// rollupCell is the summary of one rollup row: its records' count, labels
+// and one sketch per StatFields entry (nil while no value was added).
+type rollupCell struct {
+	count  int64
+	labels labelCounts
+	sk     []*sketch.Sketch
+}
+
+func newRollupCell() *rollupCell {
+	return &rollupCell{labels: labelCounts{}, sk: make([]*sketch.Sketch, len(StatFields))}
+}
+
+// add adds one record.
+func (c *rollupCell) add(r *record.Record) {
+	c.count++
+	for i, l := range r.Diagnosis[:min(len(r.Diagnosis), maxLabels)] {
+		l = clean(l, maxNameLen)
+		v := c.labels[l]
+		v.Count++
+		if i == 0 {
+			v.Primary++
+		}
+		c.labels[l] = v
+	}
+	for i := range StatFields {
+		if v, ok := StatFields[i].of(r); ok {
+			if c.sk[i] == nil {
+				c.sk[i] = new(sketch.Sketch)
+			}
+			c.sk[i].Add(v)
+		}
+	}
+}
+
+// mergeRow adds a stored row's summary (count, labels, encoded sketches).
+func (c *rollupCell) mergeRow(count int64, labels string, sketches [][]byte) error {
+	c.count += count
+	addLabels(c.labels, labels)
+	for i, b := range sketches {
+		if len(b) == 0 {
+			continue
+		}
+		if c.sk[i] == nil {
+			c.sk[i] = new(sketch.Sketch)
+		}
+		if err := c.sk[i].MergeBinary(b); err != nil {
+			return fmt.Errorf("rollup field %s: %w", StatFields[i].Name, err)
+		}
+	}
+	return nil
+}
+
+// unitKey is a rollup row's identity within one level and writer.
+type unitKey struct {
+	start int64 // start of the unit, Unix ns
+	key   rollupKey
+}
+
+// newWriterID returns a random id for the minute rows of one open store:
+// each gateway process writes rows of its own, so gateways sharing a
+// database never update the same row.
+func newWriterID() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return "w" + hex.EncodeToString(b[:])
+}
+
+// floorUnit returns the start of the unit of length u holding ns.
+func floorUnit(ns int64, u time.Duration) int64 { return floorDiv(ns, int64(u)) * int64(u) }
+
+// rollupTable is the rollups table's columns in the order rollupArgs
+// writes them.
+var rollupTable = func() []column {
+	cs := slices.Concat(cols(intCol, "level", "start_ns"),
+		cols(textCol, "api", "route", "model", "group_name", "channel", "region", "provider"),
+		cols(boolCol, "stream"), cols(textCol, "status", "writer"), cols(intCol, "count"), cols(textCol, "labels"))
+	for _, f := range StatFields {
+		cs = append(cs, column{f.rollupCol(), bytesCol})
+	}
+	return cs
+}()
+
+// rollupUpsert is the conflict clause that replaces a row with the merged
+// one the statement carries.
+var rollupUpsert = func() string {
+	set := []string{"count = excluded.count", "labels = excluded.labels"}
+	for _, f := range StatFields {
+		c := f.rollupCol()
+		set = append(set, c+" = excluded."+c)
+	}
+	return "ON CONFLICT (level, start_ns, " + strings.Join(rollupKeyColumns, ", ") + ", writer) DO UPDATE SET " + strings.Join(set, ", ")
+}()
+
+// rollupArgs appends the arguments of one rollup row.
+func rollupArgs(args []any, level int, start int64, k *rollupKey, writer string, c *rollupCell) ([]any, error) {
+	args = append(args, int64(level), start, k.api, k.route, k.model, k.group, k.channel, k.region, k.provider,
+		k.stream, k.status, writer, c.count, encodeLabels(c.labels))
+	for _, s := range c.sk {
+		if s == nil || s.Count() == 0 {
+			args = append(args, nil)
+			continue
+		}
+		b, err := s.AppendBinary(nil)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, b)
+	}
+	return args, nil
+}
+
+// selectRollup is the column list rollup rows are read with by
+// scanRollup: the unit, the key, count, labels and every sketch.
+var selectRollup = "level, start_ns, " + strings.Join(rollupKeyColumns, ", ") + ", count, labels, " + func() string {
+	var cs []string
+	for _, f := range StatFields {
+		cs = append(cs, f.rollupCol())
+	}
+	return strings.Join(cs, ", ")
+}()
+
+// scannedRollup is one rollup row as read by scanRollup. The sketches are
+// only valid until the next scan.
+type scannedRollup struct {
+	level    int
+	start    int64
+	key      rollupKey
+	count    int64
+	labels   string
+	sketches []sql.RawBytes
+	dest     []any
+}
+
+func newScannedRollup() *scannedRollup {
+	r := &scannedRollup{sketches: make([]sql.RawBytes, len(StatFields))}
+	var stream any
+	r.dest = []any{&r.level, &r.start, &r.key.api, &r.key.route, &r.key.model, &r.key.group, &r.key.channel,
+		&r.key.region, &r.key.provider, &stream, &r.key.status, &r.count, &r.labels}
+	for i := range r.sketches {
+		r.dest = append(r.dest, &r.sketches[i])
+	}
+	return r
+}
+
+func (r *scannedRollup) scan(rows *sql.Rows) error {
+	var stream any
+	r.dest[9] = &stream
+	if err := rows.Scan(r.dest...); err != nil {
+		return err
+	}
+	switch v := stream.(type) {
+	case bool:
+		r.key.stream = v
+	case int64:
+		r.key.stream = v != 0
+	default:
+		return fmt.Errorf("rollup stream flag of type %T", stream)
+	}
+	return nil
+}
+
+// bytesOf returns the scanned sketches as [][]byte without copying.
+func (r *scannedRollup) bytesOf() [][]byte {
+	out := make([][]byte, len(r.sketches))
+	for i, b := range r.sketches {
+		out[i] = b
+	}
+	return out
+}
+
+// writeRollups adds recs — the records this transaction inserted — to the
+// minute rows of writer, and marks their hours and days dirty, in tx. The
+// minute rows it changes are read, merged with the records and written
+// back whole (a sketch cannot be added to in SQL); as only one store writes
+// a writer's rows (sqlStore.writer) and its insertMu serialises its
+// inserts, no update is lost.
+func writeRollups(ctx context.Context, tx *sql.Tx, d dialect, writer string, recs []*record.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	cells := map[unitKey]*rollupCell{}
+	var minutes []int64
+	for _, r := range recs {
+		k := unitKey{start: floorUnit(r.Timestamp.UnixNano(), time.Minute), key: keyOf(r)}
+		c := cells[k]
+		if c == nil {
+			c = newRollupCell()
+			cells[k] = c
+			if !slices.Contains(minutes, k.start) {
+				minutes = append(minutes, k.start)
+			}
+		}
+		c.add(r)
+	}
+	slices.Sort(minutes)
+
+	// The stored rows of these minutes, merged into the batch's.
+	args := []any{writer}
+	marks := make([]string, len(minutes))
+	for i, m := range minutes {
+		args = append(args, m)
+		marks[i] = "$" + strconv.Itoa(i+2)
+	}
+	rows, err := tx.QueryContext(ctx, "SELECT "+selectRollup+" FROM rollups WHERE level = 0 AND writer = $1 AND start_ns IN ("+
+		strings.Join(marks, ", ")+")", args...)
+	if err != nil {
+		return fmt.Errorf("read rollups: %w", err)
+	}
+	sr := newScannedRollup()
+	for rows.Next() {
+		if err := sr.scan(rows); err != nil {
+			rows.Close()
+			return fmt.Errorf("read rollups: %w", err)
+		}
+		if c := cells[unitKey{start: sr.start, key: sr.key}]; c != nil {
+			if err := c.mergeRow(sr.count, sr.labels, sr.bytesOf()); err != nil {
+				rows.Close()
+				return fmt.Errorf("read rollups: %w", err)
+			}
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return fmt.Errorf("read rollups: %w", err)
+	}
+
+	// Write them back, in key order so that the statement text and the
+	// locks it takes do not depend on map order.
+	keys := make([]unitKey, 0, len(cells))
+	for k := range cells {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareUnitKeys)
+	var rargs []any
+	for _, k := range keys {
+		if rargs, err = rollupArgs(rargs, levelMinute, k.start, &k.key, writer, cells[k]); err != nil {
+			return fmt.Errorf("write rollups: %w", err)
+		}
+	}
+	if _, err := insertRows(ctx, tx, d, "rollups", rollupTable, rargs, rollupUpsert, ""); err != nil {
+		return fmt.Errorf("write rollups: %w", err)
+	}
+	return markDirty(ctx, tx, d, minutes, writer)
+}
+
+// markDirty marks the hours and days of minutes dirty for writer. The
+// update of an existing mark (rather than doing nothing) takes its row lock
+// on PostgreSQL, so that a compaction claiming the mark waits for this
+// transaction and then reads what it wrote (see compactUnit).
+func markDirty(ctx context.Context, tx *sql.Tx, d dialect, minutes []int64, writer string) error {
+	type unit struct {
+		level int
+		start int64
+	}
+	var args []any
+	seen := map[unit]bool{}
+	for _, m := range minutes {
+		for _, level := range []int{levelHour, levelDay} {
+			u := unit{level, floorUnit(m, levelUnit[level])}
+			if !seen[u] {
+				seen[u] = true
+				args = append(args, int64(level), u.start, writer, int64(1))
+			}
+		}
+	}
+	_, err := insertRows(ctx, tx, d, "rollup_dirty", dirtyTable, args,
+		"ON CONFLICT (level, start_ns, writer) DO UPDATE SET seq = rollup_dirty.seq + 1", "")
+	if err != nil {
+		return fmt.Errorf("mark rollups dirty: %w", err)
+	}
+	return nil
+}
+
+var dirtyTable = slices.Concat(cols(intCol, "level", "start_ns"), cols(textCol, "writer"), cols(intCol, "seq"))
+
+func compareUnitKeys(a, b unitKey) int {
+	if c := cmpInt(a.start, b.start); c != 0 {
+		return c
+	}
+	return compareKeys(&a.key, &b.key)
+}
+
+func compareKeys(a, b *rollupKey) int {
+	for _, p := range [][2]string{{a.api, b.api}, {a.route, b.route}, {a.model, b.model}, {a.group, b.group},
+		{a.channel, b.channel}, {a.region, b.region}, {a.provider, b.provider}} {
+		if c := strings.Compare(p[0], p[1]); c != 0 {
+			return c
+		}
+	}
+	if a.stream != b.stream {
+		if a.stream {
+			return 1
+		}
+		return -1
+	}
+	return strings.Compare(a.status, b.status)
+}
+
+// backfillWriter names the minute rollup rows made from the records stored
+// before rollups existed.
+const backfillWriter = "backfill"
+
+// backfillRollups makes the rollups of every record already stored, when
+// the migration that adds rollups runs on an existing database: reads of
+// the summaries come from rollups only, so records without them would be
+// missing from every answer. It reads the records in time order, a page at
+// a time, through the ingest path (writeRollups), in the migration's
+// transaction.
+func backfillRollups(ctx context.Context, tx *sql.Tx, d dialect) error {
+	const page = 5000
+	var lastTS int64 = math.MinInt64
+	lastID := ""
+	for {
+		rows, err := tx.QueryContext(ctx, "SELECT "+selectRecord+" FROM requests r WHERE (r.timestamp_ns, r.request_id) > ($1, $2)"+
+			" ORDER BY r.timestamp_ns, r.request_id LIMIT $3", lastTS, lastID, page)
+		if err != nil {
+			return fmt.Errorf("backfill rollups: %w", err)
+		}
+		var recs []record.Record
+		for rows.Next() {
+			r, err := scanRecord(rows)
+			if err != nil {
+				rows.Close()
+				return fmt.Errorf("backfill rollups: %w", err)
+			}
+			recs = append(recs, r)
+		}
+		if err := rows.Close(); err != nil {
+			return fmt.Errorf("backfill rollups: %w", err)
+		}
+		if len(recs) == 0 {
+			return nil
+		}
+		if err := readLabels(ctx, tx, recs); err != nil {
+			return fmt.Errorf("backfill rollups: %w", err)
+		}
+		ptrs := make([]*record.Record, len(recs))
+		for i := range recs {
+			ptrs[i] = &recs[i]
+		}
+		if err := writeRollups(ctx, tx, d, backfillWriter, ptrs); err != nil {
+			return fmt.Errorf("backfill rollups: %w", err)
+		}
+		last := &recs[len(recs)-1]
+		lastTS, lastID = last.Timestamp.UnixNano(), last.RequestID
+		if len(recs) < page {
+			return nil
+		}
+	}
+}
+
+// readLabels fills the diagnosis labels of recs, in order.
+func readLabels(ctx context.Context, q querier, recs []record.Record) error {
+	byID := make(map[string]*record.Record, len(recs))
+	args := make([]any, len(recs))
+	marks := make([]string, len(recs))
+	for i := range recs {
+		byID[recs[i].RequestID] = &recs[i]
+		args[i] = recs[i].RequestID
+		marks[i] = "$" + strconv.Itoa(i+1)
+	}
+	rows, err := q.QueryContext(ctx, `SELECT request_id, label FROM request_labels WHERE request_id IN (`+
+		strings.Join(marks, ", ")+`) ORDER BY request_id, position`, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, label string
+		if err := rows.Scan(&id, &label); err != nil {
+			return err
+		}
+		if r := byID[id]; r != nil {
+			r.Diagnosis = append(r.Diagnosis, label)
+		}
+	}
+	return rows.Err()
+}
