@@ -204,8 +204,10 @@ func (s *store) grow(lo, hi int) {
 	newLo := max(minIndex, lo-pad)
 	newHi := min(maxIndex, hi+pad)
 	counts := make([]uint64, newHi-newLo+1)
-	if s.n > 0 {
-		copy(counts[s.lo-newLo:], s.counts[s.lo-s.base:s.hi-s.base+1])
+	if s.counts != nil {
+		// The whole window, not just [lo, hi]: MergeBinary grows a store
+		// in the middle of adding counts, before it updates lo and hi.
+		copy(counts[s.base-newLo:], s.counts)
 	}
 	s.counts, s.base = counts, newLo
 }
@@ -219,11 +221,15 @@ func (s *store) add(i int, c uint64) {
 	s.extend(i, i, c)
 }
 
-// extend records that buckets in [lo, hi] received c values in all.
+// extend records that buckets in [lo, hi] received c values in all; c = 0
+// (an empty range) changes nothing.
 func (s *store) extend(lo, hi int, c uint64) {
-	if s.n == 0 {
+	switch {
+	case c == 0:
+		return
+	case s.n == 0:
 		s.lo, s.hi = lo, hi
-	} else {
+	default:
 		s.lo = min(s.lo, lo)
 		s.hi = max(s.hi, hi)
 	}
