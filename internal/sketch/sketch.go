@@ -182,6 +182,8 @@ type store struct {
 	base   int      // index of counts[0]
 	lo, hi int      // lowest and highest non-empty index; set only if n > 0
 	n      uint64   // sum of counts
+	// Between calls every count outside [lo, hi] is zero, which lets reset
+	// clear only that range.
 }
 
 // minPad is the least number of spare buckets a store allocates past each
