@@ -113,13 +113,14 @@ func (s *Sketch) UnmarshalBinary(b []byte) error {
 //
 // b is read from a database, so any bytes are safe: no input panics, the
 // work is linear in len(b), and memory grows by at most the bounded bucket
-// arrays. Counts are added as they are decoded and validated, and a failure
-// halfway subtracts them again by decoding the same bytes, which fail at the
-// same bucket. Validating everything first and adding in a second pass
-// would be simpler, but the hot path would decode twice: a 100-bucket row
-// took about 600 ns that way against 400 ns in one pass (300 buckets:
-// 1.5 µs against 0.9 µs).
+// arrays.
 func (s *Sketch) MergeBinary(b []byte) error {
+	// Counts are added as they are decoded and validated, and a failure
+	// halfway subtracts them again by decoding the same bytes, which fail
+	// at the same bucket. Validating everything first and adding in a
+	// second pass would be simpler, but the hot path would decode twice: a
+	// 100-bucket row took about 600 ns of CPU that way against 400 ns in one
+	// pass (300 buckets: 1.4 µs against 0.9 µs).
 	h, body, err := parseHeader(b)
 	if err != nil {
 		return fmt.Errorf("decode sketch: %w", err)
