@@ -43,8 +43,11 @@ import (
 //	100,000     383   465              959   467           608            430
 //
 // (spans as Prometheus native histograms do, with one-bucket holes filled
-// by zeros). Bimodal and Pareto data rank the same way. This scheme is the
-// smallest or within 10% of it at every size, with one code path.
+// by zeros). On narrower log-normals (σ = 0.3), bimodal and Pareto data
+// this scheme is likewise the smallest or within 3% of it up to 10,000
+// values, and within 13% of spans with count differences beyond, where
+// long dense runs favour those; rollups of a minute or an hour are mostly
+// below that, and one code path is easier to keep robust than two.
 //
 // The encoding is deterministic: a sketch has exactly one encoding (Merge
 // results included), so equal rollups have equal bytes.
@@ -88,12 +91,18 @@ func (s *Sketch) MarshalBinary() ([]byte, error) {
 // UnmarshalBinary replaces s with the sketch encoded in b. It implements
 // encoding.BinaryUnmarshaler. On error s is unchanged.
 func (s *Sketch) UnmarshalBinary(b []byte) error {
-	e, err := parse(b)
+	h, body, err := parseHeader(b)
+	if err == nil {
+		_, _, err = decodeStores(body, &h, nil, nil, 0) // validate only
+	}
 	if err != nil {
 		return fmt.Errorf("decode sketch: %w", err)
 	}
 	s.Reset()
-	s.merge(&e)
+	s.applyHeader(&h)
+	pos, neg, _ := decodeStores(body, &h, &s.pos, &s.neg, 1)
+	s.pos.extend(pos.lo, pos.hi, pos.n)
+	s.neg.extend(neg.lo, neg.hi, neg.n)
 	return nil
 }
 
@@ -102,220 +111,246 @@ func (s *Sketch) UnmarshalBinary(b []byte) error {
 // rollups per query, and once s's bucket arrays cover the rows' indices this
 // allocates nothing. On error s is unchanged.
 //
-// b is read from a database, so any bytes are safe: they are validated
-// completely before s is touched (a second pass then adds the counts, which
-// costs less than undoing a half-applied merge would save), no input
-// panics, and the work is linear in len(b); memory grows by at most the
-// bounded bucket arrays.
+// b is read from a database, so any bytes are safe: no input panics, the
+// work is linear in len(b), and memory grows by at most the bounded bucket
+// arrays.
 func (s *Sketch) MergeBinary(b []byte) error {
-	e, err := parse(b)
+	// Counts are added as they are decoded and validated, and a failure
+	// halfway subtracts them again by decoding the same bytes, which fail
+	// at the same bucket. Validating everything first and adding in a
+	// second pass would be simpler, but the hot path would decode twice: a
+	// 100-bucket row took about 600 ns of CPU that way against 400 ns in one
+	// pass (300 buckets: 1.4 µs against 0.9 µs).
+	h, body, err := parseHeader(b)
 	if err != nil {
 		return fmt.Errorf("decode sketch: %w", err)
 	}
-	if e.count > maxCount-s.count {
+	if h.count == 0 {
+		return nil
+	}
+	if h.count > maxCount-s.count {
 		return fmt.Errorf("merge sketch: count exceeds %d", uint64(maxCount))
 	}
-	s.merge(&e)
+	posLo, posHi, posN := s.pos.lo, s.pos.hi, s.pos.n
+	negLo, negHi, negN := s.neg.lo, s.neg.hi, s.neg.n
+	pos, neg, err := decodeStores(body, &h, &s.pos, &s.neg, 1)
+	if err != nil {
+		decodeStores(body, &h, &s.pos, &s.neg, subtract)
+		s.pos.lo, s.pos.hi, s.pos.n = posLo, posHi, posN
+		s.neg.lo, s.neg.hi, s.neg.n = negLo, negHi, negN
+		return fmt.Errorf("decode sketch: %w", err)
+	}
+	s.applyHeader(&h)
+	s.pos.extend(pos.lo, pos.hi, pos.n)
+	s.neg.extend(neg.lo, neg.hi, neg.n)
 	return nil
 }
 
-// encoded is a validated encoding, split into its parts.
-type encoded struct {
+// subtract is the factor that negates a count modulo 2^64, so that adding
+// count·subtract undoes adding count.
+const subtract = ^uint64(0)
+
+// header is the part of an encoding before the stores.
+type header struct {
 	count, zero   uint64
 	min, max, sum float64
-	pos, neg      encodedStore
 }
 
-// encodedStore is a validated store encoding.
-type encodedStore struct {
-	buckets []byte // the b bucket entries
-	b       int    // number of non-empty buckets
-	lo, hi  int    // first and last index; set only if b > 0
-	n       uint64 // sum of the counts
-}
-
-// merge adds a validated encoding to s.
-func (s *Sketch) merge(e *encoded) {
-	if e.count == 0 {
+// applyHeader merges the header's count, zero count, bounds and sum into s.
+func (s *Sketch) applyHeader(h *header) {
+	if h.count == 0 {
 		return
 	}
 	if s.count == 0 {
-		s.min, s.max = e.min, e.max
+		s.min, s.max = h.min, h.max
 	} else {
-		s.min = min(s.min, e.min)
-		s.max = max(s.max, e.max)
+		s.min = min(s.min, h.min)
+		s.max = max(s.max, h.max)
 	}
-	s.count += e.count
-	s.sum += e.sum
-	s.zero += e.zero
-	s.pos.addEncoded(&e.pos)
-	s.neg.addEncoded(&e.neg)
+	s.count += h.count
+	s.sum += h.sum
+	s.zero += h.zero
 }
 
-// parse validates an encoding: a version it knows, no truncation, no
-// trailing bytes, bucket indices inside the bounds and increasing, every
-// listed bucket non-empty, counts that add up, and min ≤ max, both finite.
-// (It does not check that min and max fall in the extreme buckets: the
-// bucket of a value could differ in the last bit of a logarithm between
-// machines.)
-func parse(b []byte) (encoded, error) {
-	var e encoded
+// parseHeader validates the header at the start of b (a version it knows,
+// a count within bounds, min ≤ max, both finite, a zero count no larger
+// than the count) and returns it with the bytes of the stores. An empty
+// sketch must end after its count.
+func parseHeader(b []byte) (header, []byte, error) {
+	var h header
 	if len(b) == 0 {
-		return e, errTruncated
+		return h, nil, errTruncated
 	}
 	if b[0] != version {
-		return e, fmt.Errorf("unknown version %d", b[0])
+		return h, nil, fmt.Errorf("unknown version %d", b[0])
 	}
 	b = b[1:]
-	count, k := uvarint(b)
+	count, k := binary.Uvarint(b)
 	if k <= 0 {
-		return e, varintErr(k)
+		return h, nil, varintErr(k)
 	}
 	b = b[k:]
 	if count > maxCount {
-		return e, fmt.Errorf("count %d exceeds %d", count, uint64(maxCount))
+		return h, nil, fmt.Errorf("count %d exceeds %d", count, uint64(maxCount))
 	}
 	if count == 0 {
 		if len(b) != 0 {
-			return e, fmt.Errorf("%d bytes after an empty sketch", len(b))
+			return h, nil, fmt.Errorf("%d bytes after an empty sketch", len(b))
 		}
-		return e, nil
+		return h, nil, nil
 	}
 	if len(b) < headerFloats {
-		return e, errTruncated
+		return h, nil, errTruncated
 	}
-	e.count = count
-	e.min = math.Float64frombits(binary.LittleEndian.Uint64(b))
-	e.max = math.Float64frombits(binary.LittleEndian.Uint64(b[8:]))
-	e.sum = math.Float64frombits(binary.LittleEndian.Uint64(b[16:]))
+	h.count = count
+	h.min = math.Float64frombits(binary.LittleEndian.Uint64(b))
+	h.max = math.Float64frombits(binary.LittleEndian.Uint64(b[8:]))
+	h.sum = math.Float64frombits(binary.LittleEndian.Uint64(b[16:]))
 	b = b[headerFloats:]
 	// Sums may legitimately overflow to ±Inf, but min and max are values
 	// that Add accepted.
-	if !(e.min <= e.max) || math.IsInf(e.min, 0) || math.IsInf(e.max, 0) {
-		return e, fmt.Errorf("bad range [%g, %g]", e.min, e.max)
+	if !(h.min <= h.max) || math.IsInf(h.min, 0) || math.IsInf(h.max, 0) {
+		return h, nil, fmt.Errorf("bad range [%g, %g]", h.min, h.max)
 	}
-	e.zero, k = uvarint(b)
+	h.zero, k = binary.Uvarint(b)
 	if k <= 0 {
-		return e, varintErr(k)
+		return h, nil, varintErr(k)
 	}
-	b = b[k:]
-	if e.zero > count {
-		return e, fmt.Errorf("zero bucket holds %d values, count is %d", e.zero, count)
+	if h.zero > count {
+		return h, nil, fmt.Errorf("zero bucket holds %d values, count is %d", h.zero, count)
 	}
-	var err error
-	if e.pos, b, err = parseStore(b); err != nil {
-		return e, fmt.Errorf("positive store: %w", err)
-	}
-	if e.neg, b, err = parseStore(b); err != nil {
-		return e, fmt.Errorf("negative store: %w", err)
-	}
-	if len(b) != 0 {
-		return e, fmt.Errorf("%d trailing bytes", len(b))
-	}
-	// Each term is at most maxCount < 2^62, so the sum cannot wrap.
-	if e.zero+e.pos.n+e.neg.n != count {
-		return e, fmt.Errorf("buckets hold %d+%d+%d values, count is %d",
-			e.zero, e.pos.n, e.neg.n, count)
-	}
-	return e, nil
+	return h, b[k:], nil
 }
 
-// parseStore validates a store encoding at the start of b and returns it
-// with the bytes that follow.
-func parseStore(b []byte) (encodedStore, []byte, error) {
-	var e encodedStore
-	nb, k := uvarint(b)
+// storeRange is what decoding a store found: its first and last index (set
+// only if n > 0) and the sum of its counts.
+type storeRange struct {
+	lo, hi int
+	n      uint64
+}
+
+// decodeStores decodes the two stores that follow a header h, adding each
+// count times sign into pos and neg (nil only validates), and checks that
+// nothing follows and that the counts add up to h.count. On error the
+// counts of the buckets before the failing one have been added, exactly
+// those that decoding the same bytes again adds.
+func decodeStores(b []byte, h *header, pos, neg *store, sign uint64) (p, n storeRange, err error) {
+	if h.count == 0 {
+		return p, n, nil
+	}
+	if p, b, err = decodeStore(b, pos, sign); err != nil {
+		return p, n, fmt.Errorf("positive store: %w", err)
+	}
+	if n, b, err = decodeStore(b, neg, sign); err != nil {
+		return p, n, fmt.Errorf("negative store: %w", err)
+	}
+	if len(b) != 0 {
+		return p, n, fmt.Errorf("%d trailing bytes", len(b))
+	}
+	// Each term is at most maxCount < 2^62, so the sum cannot wrap.
+	if h.zero+p.n+n.n != h.count {
+		return p, n, fmt.Errorf("buckets hold %d+%d+%d values, count is %d", h.zero, p.n, n.n, h.count)
+	}
+	return p, n, nil
+}
+
+// decodeStore decodes the store at the start of b, adding each count times
+// sign into st (nil only validates), and returns what it found with the
+// bytes that follow. Each bucket is validated before it is added: an index
+// inside the bounds and above the previous one, a count in [1, 2^62−1], a
+// running total within 2^62−1. It grows st as needed but leaves its lo, hi
+// and n to the caller, who knows whether the whole encoding was valid.
+func decodeStore(b []byte, st *store, sign uint64) (storeRange, []byte, error) {
+	var r storeRange
+	nb, k := binary.Uvarint(b)
 	if k <= 0 {
-		return e, nil, varintErr(k)
+		return r, nil, varintErr(k)
 	}
 	b = b[k:]
 	if nb == 0 {
-		return e, b, nil
+		return r, b, nil
 	}
 	// Every bucket takes at least a byte, which bounds the loop by the
 	// input as well as by the index range.
 	if nb > maxBuckets || nb > uint64(len(b)) {
-		return e, nil, fmt.Errorf("%d buckets", nb)
+		return r, nil, fmt.Errorf("%d buckets", nb)
 	}
 	first, k := binary.Varint(b)
 	if k <= 0 {
-		return e, nil, varintErr(k)
+		return r, nil, varintErr(k)
 	}
 	b = b[k:]
 	if first < minIndex || first > maxIndex {
-		return e, nil, fmt.Errorf("bucket index %d out of range", first)
+		return r, nil, fmt.Errorf("bucket index %d out of range", first)
 	}
-	start := b
+	var counts []uint64 // st's window, from index base
+	base := 0
+	if st != nil {
+		st.grow(int(first), int(first))
+		counts, base = st.counts, st.base
+	}
 	i := int(first) - 1 // index of the previous bucket
 	var c, n uint64     // count of the previous bucket, and of all so far
 	for j := range nb {
-		v, k := uvarint(b)
-		if k <= 0 {
-			return e, nil, varintErr(k)
+		// The varints are read inline: most are one byte, and a call
+		// per read cost a third of the time.
+		if len(b) == 0 {
+			return r, nil, errTruncated
 		}
-		b = b[k:]
+		v := uint64(b[0])
+		if v < 0x80 {
+			b = b[1:]
+		} else if v, k = binary.Uvarint(b); k > 0 {
+			b = b[k:]
+		} else {
+			return r, nil, varintErr(k)
+		}
 		if v&1 == 0 {
 			i++
 		} else {
 			if j == 0 {
-				return e, nil, errors.New("gap before the first bucket")
+				return r, nil, errors.New("gap before the first bucket")
 			}
-			g, k := uvarint(b)
-			if k <= 0 {
-				return e, nil, varintErr(k)
+			if len(b) == 0 {
+				return r, nil, errTruncated
 			}
-			b = b[k:]
-			// i ≥ minIndex here, so the bound needs no overflow check on
-			// the int side, and comparing as uint64 catches huge g.
+			g := uint64(b[0])
+			if g < 0x80 {
+				b = b[1:]
+			} else if g, k = binary.Uvarint(b); k > 0 {
+				b = b[k:]
+			} else {
+				return r, nil, varintErr(k)
+			}
+			// i ≤ maxIndex, and comparing as uint64 catches huge g.
 			if g > uint64(maxIndex-i) || uint64(maxIndex-i)-g < 2 {
-				return e, nil, errors.New("bucket index out of range")
+				return r, nil, errors.New("bucket index out of range")
 			}
 			i += int(g) + 2
 		}
 		if i > maxIndex {
-			return e, nil, errors.New("bucket index out of range")
+			return r, nil, errors.New("bucket index out of range")
 		}
-		// c < 2^62 and |d| ≤ 2^62, so c+d cannot wrap as an int64; the
-		// uint64 sum below wraps exactly when it is negative.
+		// c < 2^62 and |d| ≤ 2^62, so c+d cannot wrap as an int64; as a
+		// uint64 it wraps, to above maxCount, exactly when it is
+		// negative. c−1 wraps too when c is 0.
 		c += uint64(unzigzag(v >> 1))
-		if c == 0 || c > maxCount {
-			return e, nil, errors.New("bad bucket count")
+		if c-1 >= maxCount {
+			return r, nil, errors.New("bad bucket count")
 		}
 		if n += c; n > maxCount {
-			return e, nil, errors.New("bucket counts overflow")
+			return r, nil, errors.New("bucket counts overflow")
+		}
+		if st != nil {
+			if i-base >= len(counts) {
+				st.grow(i, i)
+				counts, base = st.counts, st.base
+			}
+			counts[i-base] += c * sign
 		}
 	}
-	e.buckets = start[:len(start)-len(b)]
-	e.b = int(nb)
-	e.lo, e.hi = int(first), i
-	e.n = n
-	return e, b, nil
-}
-
-// addEncoded adds the counts of a validated store encoding to s.
-func (s *store) addEncoded(e *encodedStore) {
-	if e.b == 0 {
-		return
-	}
-	s.grow(e.lo, e.hi)
-	counts := s.counts[e.lo-s.base : e.hi-s.base+1]
-	b := e.buckets
-	k := -1 // position of the previous bucket in counts
-	var c uint64
-	for range e.b {
-		v, n := uvarint(b)
-		b = b[n:]
-		if v&1 == 0 {
-			k++
-		} else {
-			g, n := uvarint(b)
-			b = b[n:]
-			k += int(g) + 2
-		}
-		c += uint64(unzigzag(v >> 1))
-		counts[k] += c
-	}
-	s.extend(e.lo, e.hi, e.n)
+	r.lo, r.hi, r.n = int(first), i, n
+	return r, b, nil
 }
 
 // appendBinary appends the store's encoding to b.
@@ -349,15 +384,6 @@ func (s *store) appendBinary(b []byte) []byte {
 		prev, pc = k, c
 	}
 	return b
-}
-
-// uvarint is binary.Uvarint with the one-byte case inlined: most bucket
-// entries are one byte, and the call would cost as much as the decoding.
-func uvarint(b []byte) (uint64, int) {
-	if len(b) > 0 && b[0] < 0x80 {
-		return uint64(b[0]), 1
-	}
-	return binary.Uvarint(b)
 }
 
 // unzigzag undoes the zigzag mapping of encoding/binary's varints.

@@ -114,6 +114,9 @@ func TestRoundTrip(t *testing.T) {
 	for name, s := range samples() {
 		t.Run(name, func(t *testing.T) {
 			b := mustEncode(t, s)
+			if m, err := s.MarshalBinary(); err != nil || !bytes.Equal(m, b) {
+				t.Errorf("MarshalBinary = % x, %v; AppendBinary gave % x", m, err, b)
+			}
 			got := logNormal(r, 50) // dirty, to see that Unmarshal replaces
 			if err := got.UnmarshalBinary(b); err != nil {
 				t.Fatal(err)
@@ -231,6 +234,13 @@ func TestCountLimit(t *testing.T) {
 	b := mustEncode(t, &s)
 	if err := s.MergeBinary(b); err == nil {
 		t.Error("MergeBinary past the count limit succeeded")
+	}
+	// float64(count−1) rounds up to 2^62 here: the last rank must not be
+	// passed.
+	for _, p := range []float64{0, 0.5, 1} {
+		if q, ok := s.Quantile(p); !ok || q != 1 {
+			t.Errorf("Quantile(%v) = %v, %v", p, q, ok)
+		}
 	}
 	s.Merge(&s)
 	if _, err := s.AppendBinary(nil); err == nil {

@@ -42,13 +42,14 @@ func (s *Sketch) Quantiles(ps, out []float64) bool {
 	c := cursor{s: s}
 	c.rewind()
 	for k, p := range ps {
-		h := float64(s.count-1) * p // ≤ count−1: p ≤ 1 and rounding is monotone
-		l := uint64(h)
+		h := float64(s.count-1) * p
+		// Above 2^53 values, float64(count−1) may round up past the last
+		// rank.
+		l := min(uint64(h), s.count-1)
 		frac := h - float64(l)
 		q := c.at(l)
-		if frac > 0 {
-			// frac > 0 means h < count−1, so rank l+1 exists. The clamp
-			// guards the promise of [min, max] against rounding.
+		if frac > 0 && l+1 < s.count {
+			// The clamp guards the promise of [min, max] against rounding.
 			q = min(max(q+frac*(c.at(l+1)-q), s.min), s.max)
 		}
 		out[k] = q
@@ -81,50 +82,38 @@ func (c *cursor) rewind() {
 // at estimates the order statistic of rank k < count, clamped into
 // [min, max].
 func (c *cursor) at(k uint64) float64 {
+	s := c.s
 	if k < c.start {
 		c.rewind()
 	}
-	s := c.s
-	for {
-		var n uint64
-		switch c.seg {
-		case segNeg:
-			if s.neg.n == 0 {
-				c.seg = segZero
-				continue
-			}
-			n = s.neg.counts[c.i-s.neg.base]
-		case segZero:
-			n = s.zero
-		case segPos:
-			n = s.pos.counts[c.i-s.pos.base]
+	if c.seg == segNeg {
+		if k < s.neg.n {
+			c.i, c.start = s.neg.find(c.i, c.start, k, -1)
+			return min(max(-value(c.i), s.min), s.max)
 		}
-		if k < c.start+n {
-			return min(max(c.value(), s.min), s.max)
-		}
-		c.start += n
-		switch {
-		case c.seg == segNeg && c.i > s.neg.lo:
-			c.i--
-		case c.seg == segNeg:
-			c.seg = segZero
-		case c.seg == segZero:
-			c.seg, c.i = segPos, s.pos.lo
-		default:
-			// Ranks below count end inside the positive store, so this
-			// never passes pos.hi for a valid sketch.
-			c.i++
-		}
+		c.seg, c.start = segZero, s.neg.n
 	}
+	if c.seg == segZero {
+		if k < c.start+s.zero {
+			return min(max(0, s.min), s.max)
+		}
+		c.seg, c.i, c.start = segPos, s.pos.lo, c.start+s.zero
+	}
+	// Ranks below count end inside the positive store.
+	c.i, c.start = s.pos.find(c.i, c.start, k, 1)
+	return min(max(value(c.i), s.min), s.max)
 }
 
-// value is the representative of the current bucket.
-func (c *cursor) value() float64 {
-	switch c.seg {
-	case segNeg:
-		return -value(c.i)
-	case segPos:
-		return value(c.i)
+// find walks from bucket i, whose first value has rank start, in direction
+// step (±1) to the bucket holding rank k, and returns that bucket and the
+// rank of its first value. The rank must be in the store.
+func (s *store) find(i int, start, k uint64, step int) (int, uint64) {
+	for {
+		n := s.counts[i-s.base]
+		if k < start+n {
+			return i, start
+		}
+		start += n
+		i += step
 	}
-	return 0
 }

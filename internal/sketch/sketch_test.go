@@ -218,6 +218,9 @@ func TestZeroExact(t *testing.T) {
 	if q, _ := s.Quantile(0.5); q != 0 {
 		t.Errorf("Quantile(0.5) = %v, want 0", q)
 	}
+	if sum := s.Sum(); sum != 4 {
+		t.Errorf("Sum = %v, want 4", sum)
+	}
 	if mean, _ := s.Mean(); mean != 4.0/12 {
 		t.Errorf("Mean = %v, want %v", mean, 4.0/12)
 	}
