@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 )
 
-// CompactionGrace is how long after an hour or a day ends its rollup is
-// compacted: records are written when their request ends, after the minute
+// CompactionGrace is how long after a unit (ten minutes, an hour, a day)
+// ends its rollup is compacted: records are written when their request ends, after the minute
 // they started in, and most arrive within it. A record that arrives later
 // still (a long stream, a writer that waited out a database outage) marks
 // its hour and day dirty again, and they are compacted anew.
@@ -19,9 +20,9 @@ const CompactionGrace = 2 * time.Minute
 
 // Compactor is a store whose rollups are compacted (see Compact).
 type Compactor interface {
-	// Compact makes the hour rollups of closed dirty hours from their
-	// minute rows, and the day rollups of closed dirty days from their
-	// hour rows, as of now; it returns how many it made. Several
+	// Compact makes the rollups of closed dirty units from the finer
+	// ones — ten minutes from minutes, hours from ten minutes, days from
+	// hours — as of now; it returns how many it made. Several
 	// gateways may compact one database at once.
 	Compact(ctx context.Context, now time.Time) (int, error)
 }
@@ -33,11 +34,16 @@ const maxCompactPerCall = 500
 // Compact implements Compactor. Readers never need it for correct answers
 // (a dirty hour is read from its minutes), only for fast ones.
 func (s *sqlStore) Compact(ctx context.Context, now time.Time) (int, error) {
-	cutHour := now.Add(-time.Hour - CompactionGrace).UnixNano()
-	cutDay := now.Add(-24*time.Hour - CompactionGrace).UnixNano()
-	rows, err := s.write.QueryContext(ctx, `SELECT DISTINCT level, start_ns FROM rollup_dirty
-		WHERE (level = 1 AND start_ns <= $1) OR (level = 2 AND start_ns <= $2)
-		ORDER BY level, start_ns LIMIT $3`, cutHour, cutDay, maxCompactPerCall)
+	// Units that ended at least CompactionGrace ago, finest first, so
+	// that a coarser unit is made from up-to-date finer ones.
+	var b builder
+	var or []string
+	for level := levelTenMinute; level < numLevels; level++ {
+		cut := now.Add(-levelUnit[level] - CompactionGrace).UnixNano()
+		or = append(or, "(level = "+b.arg(int64(level))+" AND start_ns <= "+b.arg(cut)+")")
+	}
+	rows, err := s.write.QueryContext(ctx, `SELECT DISTINCT level, start_ns FROM rollup_dirty WHERE `+strings.Join(or, " OR ")+
+		` ORDER BY level, start_ns LIMIT `+b.arg(maxCompactPerCall), b.args...)
 	if err != nil {
 		return 0, fmt.Errorf("compact: %w", err)
 	}
@@ -66,10 +72,10 @@ func (s *sqlStore) Compact(ctx context.Context, now time.Time) (int, error) {
 	return made, nil
 }
 
-// compactUnit remakes the rollup rows of one hour (from its minutes) or
-// one day (from its hours) and clears its dirty marks, in one transaction.
-// It reports false when there was nothing to do: another gateway claimed
-// the unit first, or (for a day) one of its hours is still dirty.
+// compactUnit remakes the rollup rows of one unit from the next finer
+// level's and clears its dirty marks, in one transaction. It reports false
+// when there was nothing to do: another gateway claimed the unit first, or
+// one of its finer units is still dirty.
 //
 // The marks are claimed first (deleted), and only then are the finer rows
 // read. A writer that changes a finer row marks the unit dirty in the same
@@ -94,12 +100,12 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 		return false, err
 	}
 	end := start + int64(levelUnit[level])
-	if level == levelDay {
-		// A day is made of up-to-date hours only; a dirty one keeps the
-		// day dirty (the rollback restores its marks).
+	if level-1 > levelMinute {
+		// A unit is made of up-to-date finer units only; a dirty one
+		// keeps it dirty (the rollback restores its marks).
 		var dirty int
-		err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM rollup_dirty WHERE level = 1 AND start_ns >= $1 AND start_ns < $2`,
-			start, end).Scan(&dirty)
+		err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM rollup_dirty WHERE level = $1 AND start_ns >= $2 AND start_ns < $3`,
+			int64(level-1), start, end).Scan(&dirty)
 		if err != nil {
 			return false, fmt.Errorf("compact: %w", err)
 		}

@@ -17,16 +17,20 @@ import (
 )
 
 // Rollup levels: the time unit one rollup row summarises. Units are aligned
-// to the Unix epoch (UTC), as Stats buckets are.
+// to the Unix epoch (UTC), as Stats buckets are. Each level is compacted
+// from the one below: the ten-minute level keeps the open hour — which
+// every summary of "the last N hours" reads — from costing sixty rows per
+// key.
 const (
-	levelMinute = 0
-	levelHour   = 1
-	levelDay    = 2
-	numLevels   = 3
+	levelMinute    = 0
+	levelTenMinute = 1
+	levelHour      = 2
+	levelDay       = 3
+	numLevels      = 4
 )
 
 // levelUnit is the length of a level's unit.
-var levelUnit = [numLevels]time.Duration{time.Minute, time.Hour, 24 * time.Hour}
+var levelUnit = [numLevels]time.Duration{time.Minute, 10 * time.Minute, time.Hour, 24 * time.Hour}
 
 // rollupKey is what one rollup row's records share besides their time
 // unit: every dimension Stats groups or filters by, and the terminal
@@ -316,7 +320,7 @@ func (r *scannedRollup) bytesOf() [][]byte {
 }
 
 // writeRollups adds recs — the records this transaction inserted — to the
-// minute rows of writer, and marks their hours and days dirty, in tx. The
+// minute rows of writer, and marks their coarser units dirty, in tx. The
 // minute rows it changes are read, merged with the records and written
 // back whole (a sketch cannot be added to in SQL); as only one store writes
 // a writer's rows (sqlStore.writer) and its insertMu serialises its
@@ -389,7 +393,7 @@ func writeRollups(ctx context.Context, tx *sql.Tx, d dialect, writer string, rec
 	return markDirty(ctx, tx, d, minutes, writer)
 }
 
-// markDirty marks the hours and days of minutes dirty for writer. The
+// markDirty marks the coarser units of minutes dirty for writer. The
 // update of an existing mark (rather than doing nothing) takes its row lock
 // on PostgreSQL, so that a compaction claiming the mark waits for this
 // transaction and then reads what it wrote (see compactUnit).
@@ -401,7 +405,7 @@ func markDirty(ctx context.Context, tx *sql.Tx, d dialect, minutes []int64, writ
 	var args []any
 	seen := map[unit]bool{}
 	for _, m := range minutes {
-		for _, level := range []int{levelHour, levelDay} {
+		for level := levelTenMinute; level < numLevels; level++ {
 			u := unit{level, floorUnit(m, levelUnit[level])}
 			if !seen[u] {
 				seen[u] = true

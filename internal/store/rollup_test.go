@@ -356,10 +356,20 @@ func TestRollupPlan(t *testing.T) {
 			{levelMinute, d0 + day + 2*hour, d0 + day + 2*hour + 3*minute}}},
 		{"a dirty day is read in hours", d0, d0 + 2*day, 0, [][2]int64{{levelDay, d0 + day}}, []span{
 			{levelDay, d0, d0 + day}, {levelHour, d0 + day, d0 + 2*day}}},
-		{"a dirty hour is read in minutes", d0, d0 + 3*hour, 0, [][2]int64{{levelHour, d0 + hour}}, []span{
-			{levelHour, d0, d0 + hour}, {levelMinute, d0 + hour, d0 + 2*hour}, {levelHour, d0 + 2*hour, d0 + 3*hour}}},
+		{"a dirty hour is read in ten minutes", d0, d0 + 3*hour, 0, [][2]int64{{levelHour, d0 + hour}}, []span{
+			{levelHour, d0, d0 + hour}, {levelTenMinute, d0 + hour, d0 + 2*hour}, {levelHour, d0 + 2*hour, d0 + 3*hour}}},
+		{"a dirty ten minutes is read in minutes", d0, d0 + hour, 0, [][2]int64{{levelHour, d0}, {levelTenMinute, d0 + 20*minute}}, []span{
+			{levelTenMinute, d0, d0 + 20*minute}, {levelMinute, d0 + 20*minute, d0 + 30*minute}, {levelTenMinute, d0 + 30*minute, d0 + hour}}},
+		{"edges of ten minutes", d0 + 7*minute, d0 + hour + 25*minute, 0, nil, []span{
+			{levelMinute, d0 + 7*minute, d0 + 10*minute}, {levelTenMinute, d0 + 10*minute, d0 + hour + 20*minute},
+			{levelMinute, d0 + hour + 20*minute, d0 + hour + 25*minute}}},
+		{"edges of hours and ten minutes", d0 + 7*minute, d0 + 2*hour + 25*minute, 0, nil, []span{
+			{levelMinute, d0 + 7*minute, d0 + 10*minute}, {levelTenMinute, d0 + 10*minute, d0 + hour},
+			{levelHour, d0 + hour, d0 + 2*hour}, {levelTenMinute, d0 + 2*hour, d0 + 2*hour + 20*minute},
+			{levelMinute, d0 + 2*hour + 20*minute, d0 + 2*hour + 25*minute}}},
 		{"hourly buckets use no days", d0, d0 + day, time.Hour, nil, []span{{levelHour, d0, d0 + day}}},
-		{"10-minute buckets use minutes", d0, d0 + hour, 10 * time.Minute, nil, []span{{levelMinute, d0, d0 + hour}}},
+		{"10-minute buckets use no hours", d0, d0 + hour, 10 * time.Minute, nil, []span{{levelTenMinute, d0, d0 + hour}}},
+		{"5-minute buckets use minutes", d0, d0 + hour, 5 * time.Minute, nil, []span{{levelMinute, d0, d0 + hour}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := rollupPlan{dirty: map[[2]int64]bool{}}

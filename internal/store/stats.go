@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ttfx/ttfx/internal/record"
@@ -391,9 +390,14 @@ type statCell struct {
 	bucket   int64 // bucket index; 0 without buckets
 	count    int64
 	errors   int64
-	statuses map[string]int
+	statuses []statusCount // few: a slice finds one without hashing or allocating
 	labels   labelCounts
 	sk       []*sketch.Sketch // per selected field; nil until a value comes
+}
+
+type statusCount struct {
+	status string
+	n      int64
 }
 
 // statsAcc accumulates the groups of one answer, from rollup rows or from
@@ -406,33 +410,52 @@ type statsAcc struct {
 	cells    map[string]*statCell
 	order    []*statCell
 	overflow *statCell // the rows of keys past MaxStatsGroups; nil until there are some
-	keyBuf   strings.Builder
-	keyVals  []string
+	// dims holds the group key values of the row at hand, filled by the
+	// caller before cell; key is scratch for the map key.
+	dims [][]byte
+	key  []byte
 }
 
 func newStatsAcc(q *StatsQuery, fields []int, dimCols []string) *statsAcc {
 	return &statsAcc{q: q, fields: fields, dimCols: dimCols, bucketNs: q.Bucket.Nanoseconds(),
-		cells: map[string]*statCell{}, keyVals: make([]string, len(dimCols))}
+		cells: map[string]*statCell{}, dims: make([][]byte, len(dimCols))}
 }
 
 func (a *statsAcc) newCell() *statCell {
-	return &statCell{statuses: map[string]int{}, labels: labelCounts{}, sk: make([]*sketch.Sketch, len(a.fields))}
+	return &statCell{labels: labelCounts{}, sk: make([]*sketch.Sketch, len(a.fields))}
 }
 
-// cell returns the cell of the group whose key values are a.keyVals, in
-// the bucket of timestamp ts.
+// setDim sets the i-th group key value of the row at hand, normalising the
+// stream flag to "true" or "false" (SQLite hands a BOOLEAN over as 1 or 0,
+// PostgreSQL as a bool, and database/sql makes text of either).
+func (a *statsAcc) setDim(i int, v []byte) {
+	if a.dimCols[i] == "stream" {
+		switch string(v) {
+		case "1", "true", "t":
+			v = trueBytes
+		default:
+			v = falseBytes
+		}
+	}
+	a.dims[i] = v
+}
+
+var trueBytes, falseBytes = []byte("true"), []byte("false")
+
+// cell returns the cell of the group whose key values are a.dims, in the
+// bucket of timestamp ts. Looking one up allocates nothing.
 func (a *statsAcc) cell(ts int64) *statCell {
 	var bucket int64
 	if a.bucketNs > 0 {
 		bucket = floorDiv(ts, a.bucketNs)
 	}
-	a.keyBuf.Reset()
-	for _, v := range a.keyVals {
-		a.keyBuf.WriteString(v)
-		a.keyBuf.WriteByte(0)
+	a.key = a.key[:0]
+	for _, v := range a.dims {
+		a.key = append(a.key, v...)
+		a.key = append(a.key, 0)
 	}
-	a.keyBuf.WriteString(strconv.FormatInt(bucket, 10))
-	if c := a.cells[a.keyBuf.String()]; c != nil {
+	a.key = strconv.AppendInt(a.key, bucket, 10)
+	if c := a.cells[string(a.key)]; c != nil {
 		return c
 	}
 	if len(a.cells) >= MaxStatsGroups {
@@ -449,19 +472,27 @@ func (a *statsAcc) cell(ts int64) *statCell {
 	}
 	c := a.newCell()
 	c.bucket = bucket
-	c.key = slices.Clone(a.keyVals)
-	a.cells[a.keyBuf.String()] = c
+	for _, v := range a.dims {
+		c.key = append(c.key, string(v))
+	}
+	a.cells[string(a.key)] = c
 	a.order = append(a.order, c)
 	return c
 }
 
-// count adds n records of one status to c.
-func (c *statCell) addCount(status string, n int64) {
+// addCount adds n records of one status to c.
+func (c *statCell) addCount(status []byte, n int64) {
 	c.count += n
-	c.statuses[status] += int(n)
-	if status != record.StatusOK {
+	if string(status) != record.StatusOK {
 		c.errors += n
 	}
+	for i := range c.statuses {
+		if c.statuses[i].status == string(status) {
+			c.statuses[i].n += n
+			return
+		}
+	}
+	c.statuses = append(c.statuses, statusCount{string(status), n})
 }
 
 // sketchOf returns c's sketch of the i-th selected field, made on first use.
@@ -492,9 +523,12 @@ func (a *statsAcc) finish(st *Stats) {
 			Count:     int(c.count),
 			Errors:    int(c.errors),
 			ErrorRate: float64(c.errors) / float64(c.count),
-			Statuses:  c.statuses,
+			Statuses:  make(map[string]int, len(c.statuses)),
 			Labels:    c.labels,
 			Fields:    make(map[string]FieldSummary, len(a.fields)),
+		}
+		for _, sc := range c.statuses {
+			g.Statuses[sc.status] = int(sc.n)
 		}
 		for i, d := range a.q.GroupBy {
 			g.Key[d] = c.key[i]

@@ -18,9 +18,9 @@ type unitSpan struct {
 
 // rollupPlan chooses, for the window [from, to), which rollup rows to read:
 // whole days where a day row is up to date and the buckets allow it, else
-// whole hours likewise, else minutes. dirty holds the hours and days whose
-// finer rows changed since they were compacted (or that never were); their
-// finer rows are read instead. allowed[level] is false where a bucket does
+// whole hours likewise, else ten minutes, else minutes. dirty holds the
+// units whose finer rows changed since they were compacted (or that never
+// were); their finer rows are read instead. allowed[level] is false where a bucket does
 // not divide into that level's units.
 type rollupPlan struct {
 	allowed [numLevels]bool
@@ -79,7 +79,8 @@ const maxSpansInSQL = 64
 
 // statsFromRollups answers q from the rollups, over its window widened to
 // whole minutes, which it returns (zero for an open end). It reads the
-// coarsest rows that are up to date — days, hours, minutes — so its cost
+// coarsest rows that are up to date — days, hours, ten minutes, minutes —
+// so its cost
 // follows the window's length and the variety of the traffic (the keys of
 // a row: api, route, model, group, channel, region, provider, stream,
 // status), not the number of records.
@@ -105,8 +106,11 @@ func (s *sqlStore) statsFromRollups(ctx context.Context, q *StatsQuery, acc *sta
 			toT = time.Unix(0, to).UTC()
 		}
 	}
+	// Two subqueries: SQLite answers a lone MIN or MAX from the index, but
+	// scans for both in one select.
 	var lo, hi sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `SELECT MIN(start_ns), MAX(start_ns) FROM rollups WHERE level = 0`).Scan(&lo, &hi); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT (SELECT MIN(start_ns) FROM rollups WHERE level = 0),
+		(SELECT MAX(start_ns) FROM rollups WHERE level = 0)`).Scan(&lo, &hi); err != nil {
 		return fromT, toT, fmt.Errorf("stats: %w", err)
 	}
 	if !lo.Valid {
@@ -190,10 +194,9 @@ func (s *sqlStore) readRollups(ctx context.Context, tx *sql.Tx, q *StatsQuery, a
 	}
 	defer rows.Close()
 	var start, count int64
-	var status string
-	var labels sql.RawBytes
+	var status, labels sql.RawBytes
 	nd := len(acc.dimCols)
-	dims := make([]any, nd)
+	dims := make([]sql.RawBytes, nd)
 	sketches := make([]sql.RawBytes, len(acc.fields))
 	dest := []any{&start, &status, &count, &labels}
 	for i := range dims {
@@ -210,7 +213,7 @@ func (s *sqlStore) readRollups(ctx context.Context, tx *sql.Tx, q *StatsQuery, a
 			continue
 		}
 		for i := range nd {
-			acc.keyVals[i] = dimValue(acc.dimCols[i], dims[i])
+			acc.setDim(i, dims[i])
 		}
 		c := acc.cell(start)
 		c.addCount(status, count)

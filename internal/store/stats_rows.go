@@ -73,11 +73,11 @@ func (s *sqlStore) statsFromRows(ctx context.Context, q *StatsQuery, acc *statsA
 			return fmt.Errorf("stats: %w", err)
 		}
 		for i := range nd {
-			acc.keyVals[i] = dimValue(dimCols[i], vals[i])
+			acc.setDim(i, []byte(dimValue(dimCols[i], vals[i])))
 		}
 		ts, _ := vals[nd].(int64)
 		c := acc.cell(ts)
-		c.addCount(asString(vals[nd+1]), 1)
+		c.addCount([]byte(asString(vals[nd+1])), 1)
 		for i, fi := range acc.fields {
 			ok := true
 			for k, j := range colIdx[i] {

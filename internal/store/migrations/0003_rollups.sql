@@ -3,8 +3,9 @@
 -- diagnosis context cost in proportion to the window's length and the
 -- traffic's variety, not its volume (SPEC.md §7).
 --
--- A row summarises the records of one time unit (level 0: a minute, 1: an
--- hour, 2: a UTC day, starting at start_ns, Unix nanoseconds) and one key:
+-- A row summarises the records of one time unit (level 0: a minute, 1: ten
+-- minutes, 2: an hour, 3: a UTC day, starting at start_ns, Unix
+-- nanoseconds) and one key:
 -- api, route, model, group, channel, region, provider, stream flag and
 -- terminal status. It holds their count, their diagnosis labels as
 -- {"label":[any position, primary]} JSON, and per timing field a mergeable
@@ -13,10 +14,10 @@
 --
 -- Minute rows are written by each gateway under its own writer id, so that
 -- gateways sharing a database never update one row: a summary merges the
--- rows of every writer. Hour and day rows (writer '') are made from the
--- finer rows by compaction, never from records again; rollup_dirty marks
--- the hours and days whose finer rows changed since, which reads then take
--- from the finer rows instead.
+-- rows of every writer. Coarser rows (writer '') are made from the next
+-- finer level by compaction, never from records again; rollup_dirty marks
+-- the units whose finer rows changed since, which reads then take from the
+-- finer rows instead.
 CREATE TABLE rollups (
 	level                   INTEGER NOT NULL,
 	start_ns                BIGINT NOT NULL,
@@ -50,7 +51,7 @@ CREATE TABLE rollups (
 	PRIMARY KEY (level, start_ns, api, route, model, group_name, channel, region, provider, stream, status, writer)
 );
 
--- (level, start_ns, writer): the hour or day starting at start_ns has finer
+-- (level, start_ns, writer): the unit of level starting at start_ns has finer
 -- rows that writer changed after (or before) its last compaction.
 CREATE TABLE rollup_dirty (
 	level                   INTEGER NOT NULL,
