@@ -23,7 +23,8 @@ type Compactor interface {
 	// Compact makes the rollups of closed dirty units from the finer
 	// ones — ten minutes from minutes, hours from ten minutes, days from
 	// hours — as of now; it returns how many it made. Several
-	// gateways may compact one database at once.
+	// gateways may compact one database at once. On PostgreSQL it also
+	// makes the partitions of today and tomorrow ahead of their records.
 	Compact(ctx context.Context, now time.Time) (int, error)
 }
 
@@ -34,6 +35,11 @@ const maxCompactPerCall = 500
 // Compact implements Compactor. Readers never need it for correct answers
 // (a dirty hour is read from its minutes), only for fast ones.
 func (s *sqlStore) Compact(ctx context.Context, now time.Time) (int, error) {
+	if s.d.partitioned {
+		if err := s.prepareDays(ctx, now); err != nil {
+			return 0, fmt.Errorf("compact: %w", err)
+		}
+	}
 	// Units that ended at least CompactionGrace ago, finest first, so
 	// that a coarser unit is made from up-to-date finer ones.
 	var b builder

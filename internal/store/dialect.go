@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net/url"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,6 +42,10 @@ type dialect struct {
 	// planTime: Stats chooses between the time index and a table scan
 	// itself (see wideWindow) because the engine's planner cannot.
 	planTime bool
+	// partitioned: the record tables are partitioned by day (PostgreSQL,
+	// see partition.go): inserts make the partitions of new days, and
+	// retention drops whole days.
+	partitioned bool
 }
 
 var (
@@ -57,6 +62,7 @@ var (
 		migrationLock: "SELECT pg_advisory_xact_lock(1953785464)",
 		readTx:        &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
 		arrays:        true,
+		partitioned:   true,
 	}
 )
 
@@ -175,7 +181,12 @@ func openPostgres(ctx context.Context, dsn string) (Store, error) {
 		write.Close()
 		return nil, err
 	}
-	return newSQLStore(postgresDialect, write, read), nil
+	s := newSQLStore(postgresDialect, write, read)
+	// Today's and tomorrow's partitions, ahead of their records; should
+	// this fail, the insert that needs them makes them, and so does the
+	// next compaction.
+	_ = s.prepareDays(ctx, time.Now())
+	return s, nil
 }
 
 // The pool sizes of a PostgreSQL store, per gateway replica.
@@ -188,17 +199,21 @@ const (
 var migrationFiles embed.FS
 
 // goMigrations are steps in Go that run after the statements of their
-// migration, in its transaction: data moves that SQL shared by both engines
-// cannot express.
-var goMigrations = map[int]func(ctx context.Context, tx *sql.Tx, d dialect) error{
-	3: backfillRollups, // 0003_rollups.sql
+// migration, in its transaction, on the engines they name ("" for both):
+// data moves that the shared SQL cannot express.
+var goMigrations = map[int]map[string]func(ctx context.Context, tx *sql.Tx, d dialect) error{
+	3: {"": backfillRollups},        // 0003_rollups.sql
+	4: {"postgres": partitionByDay}, // 0004_partitions.*.sql
 }
 
-// migration is one embedded schema change, named NNNN_what.sql.
+// migration is one embedded schema change: NNNN_what.sql for both engines,
+// NNNN_what.sqlite.sql or NNNN_what.postgres.sql for one. A version may
+// have files of both kinds; on an engine it has nothing for, it is recorded
+// as applied and does nothing.
 type migration struct {
 	version int
 	name    string
-	stmts   []string
+	stmts   map[string][]string // by engine, "" for both
 }
 
 func loadMigrations() ([]migration, error) {
@@ -206,26 +221,41 @@ func loadMigrations() ([]migration, error) {
 	if err != nil {
 		return nil, err
 	}
-	var ms []migration
+	byVersion := map[int]*migration{}
 	for _, n := range names {
 		base := path.Base(n)
-		num, _, ok := strings.Cut(base, "_")
+		num, rest, ok := strings.Cut(base, "_")
 		v, err := strconv.Atoi(num)
 		if !ok || err != nil || v <= 0 {
 			return nil, fmt.Errorf("migration %s: name must start with a positive number and '_'", base)
+		}
+		engine := ""
+		for _, e := range []string{"sqlite", "postgres"} {
+			if strings.HasSuffix(rest, "."+e+".sql") {
+				engine = e
+			}
 		}
 		b, err := migrationFiles.ReadFile(n)
 		if err != nil {
 			return nil, err
 		}
-		ms = append(ms, migration{version: v, name: base, stmts: splitSQL(string(b))})
+		m := byVersion[v]
+		if m == nil {
+			m = &migration{version: v, name: base, stmts: map[string][]string{}}
+			byVersion[v] = m
+		} else if strings.SplitN(m.name, ".", 2)[0] != strings.SplitN(base, ".", 2)[0] {
+			return nil, fmt.Errorf("migrations %s and %s share a version", m.name, base)
+		}
+		if _, dup := m.stmts[engine]; dup {
+			return nil, fmt.Errorf("migration %s: two files for one engine", base)
+		}
+		m.stmts[engine] = splitSQL(string(b))
+	}
+	var ms []migration
+	for _, m := range byVersion {
+		ms = append(ms, *m)
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i := 1; i < len(ms); i++ {
-		if ms[i].version == ms[i-1].version {
-			return nil, fmt.Errorf("migrations %s and %s share a version", ms[i-1].name, ms[i].name)
-		}
-	}
 	return ms, nil
 }
 
@@ -304,14 +334,16 @@ func migrateTo(ctx context.Context, db *sql.DB, d dialect, upTo int) error {
 		if applied[m.version] || upTo > 0 && m.version > upTo {
 			continue
 		}
-		for _, s := range m.stmts {
+		for _, s := range slices.Concat(m.stmts[""], m.stmts[d.name]) {
 			if _, err := tx.ExecContext(ctx, s); err != nil {
 				return fmt.Errorf("migrate %s: %w", m.name, err)
 			}
 		}
-		if step := goMigrations[m.version]; step != nil {
-			if err := step(ctx, tx, d); err != nil {
-				return fmt.Errorf("migrate %s: %w", m.name, err)
+		for _, engine := range []string{"", d.name} {
+			if step := goMigrations[m.version][engine]; step != nil {
+				if err := step(ctx, tx, d); err != nil {
+					return fmt.Errorf("migrate %s: %w", m.name, err)
+				}
 			}
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_ns) VALUES ($1, $2, $3)`,

@@ -518,7 +518,7 @@ func TestRollupsBackfilledOnUpgrade(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := insertRecords(ctxT(t), tx, d, recs); err != nil {
+			if _, err := insertRecordsAs(ctxT(t), tx, d, recs, false); err != nil {
 				t.Fatal(err)
 			}
 			if err := tx.Commit(); err != nil {
@@ -539,6 +539,37 @@ func TestRollupsBackfilledOnUpgrade(t *testing.T) {
 					t.Fatalf("method %s", st.Method)
 				}
 				checkAgainstExact(t, "backfilled", st, exactGroups(recs, q), q)
+			}
+			// The records themselves came through the upgrade whole (on
+			// PostgreSQL, moved into day partitions in place).
+			got := map[string]record.Record{}
+			f := Filter{Limit: MaxLimit}
+			for {
+				p := must(s.List(ctxT(t), f))
+				for _, r := range p.Records {
+					got[r.RequestID] = r
+				}
+				if p.Next == "" {
+					break
+				}
+				f.Cursor = p.Next
+			}
+			if len(got) != len(recs) {
+				t.Fatalf("%d records after the upgrade, want %d", len(got), len(recs))
+			}
+			for _, r := range recs[:50] {
+				if g := got[r.RequestID]; len(g.Attempts) != len(r.Attempts) || !slices.Equal(g.Diagnosis, r.Diagnosis) {
+					t.Errorf("%s: attempts %d labels %v after the upgrade, want %d %v",
+						r.RequestID, len(g.Attempts), g.Diagnosis, len(r.Attempts), r.Diagnosis)
+				}
+			}
+			if e.name == "postgres" {
+				var parts int
+				if err := s.(*sqlStore).read.QueryRowContext(ctxT(t), `SELECT COUNT(*) FROM pg_partitioned_table p
+					JOIN pg_class c ON c.oid = p.partrelid WHERE c.relname IN ('requests', 'request_attempts', 'request_labels')
+					AND c.relnamespace = to_regnamespace(current_schema())`).Scan(&parts); err != nil || parts != 3 {
+					t.Errorf("%d of the 3 record tables partitioned (%v)", parts, err)
+				}
 			}
 		})
 	}

@@ -153,7 +153,7 @@ func (s *sqlStore) countLabels(ctx context.Context, tx querier, q *StatsQuery, a
 		ordinals[i] = strconv.Itoa(i + 1)
 	}
 	query := "SELECT " + strings.Join(groupCols, ", ") + ", COUNT(*), SUM(CASE WHEN l.position = 0 THEN 1 ELSE 0 END)" +
-		" FROM requests r JOIN request_labels l ON l.request_id = r.request_id" + b.where() +
+		" FROM requests r JOIN request_labels l ON l.request_id = r.request_id AND l.timestamp_ns = r.timestamp_ns" + b.where() +
 		" GROUP BY " + strings.Join(ordinals, ", ")
 	rows, err := tx.QueryContext(ctx, query, b.args...)
 	if err != nil {

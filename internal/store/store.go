@@ -55,7 +55,9 @@ type Store interface {
 	// DeleteBefore deletes up to limit records whose timestamp is before t,
 	// oldest first, and returns how many it deleted. The call that leaves
 	// none before t also deletes the rollups of the time units that end by
-	// t.
+	// t. On PostgreSQL, whose record tables are partitioned by day, it
+	// drops every day that ends by t whatever limit says, and keeps the day
+	// t falls within whole until that day has passed too.
 	DeleteBefore(ctx context.Context, t time.Time, limit int) (int, error)
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error

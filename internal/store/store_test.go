@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -284,6 +286,10 @@ func TestList(t *testing.T) {
 
 func TestDeleteBefore(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s Store) {
+		if s.(*sqlStore).d.partitioned {
+			testDropDays(t, s)
+			return
+		}
 		recs := listFixture(t, s) // 3 records a minute for 10 minutes
 		cut := testBase.Add(4 * time.Minute)
 		n, err := s.DeleteBefore(ctxT(t), cut, 5)
@@ -325,6 +331,56 @@ func TestDeleteBefore(t *testing.T) {
 	})
 }
 
+// testDropDays is TestDeleteBefore on a store partitioned by day: whole
+// days that end by the cut go, whatever the limit, with their attempts,
+// labels and rollups; the day the cut falls within stays whole.
+func testDropDays(t *testing.T, s Store) {
+	day0 := testBase.Truncate(24 * time.Hour)
+	var recs []record.Record
+	for d, n := range []int{5, 4, 3} {
+		for i := range n {
+			recs = append(recs, fullRecord(fmt.Sprintf("req-d%d-%d", d, i),
+				day0.Add(time.Duration(d)*24*time.Hour+time.Duration(i+1)*time.Hour)))
+		}
+	}
+	insert(t, s, recs...)
+	cut := day0.Add(36 * time.Hour) // within the second day
+	if n, err := s.DeleteBefore(ctxT(t), cut, 1); err != nil || n != 5 {
+		t.Fatalf("first call: %d, %v; want the first day's 5", n, err)
+	}
+	if n, err := s.DeleteBefore(ctxT(t), cut, 100); err != nil || n != 0 {
+		t.Fatalf("second call: %d, %v; want 0", n, err)
+	}
+	p := must(s.List(ctxT(t), Filter{Limit: MaxLimit}))
+	if len(p.Records) != 7 {
+		t.Fatalf("%d records left, want the 7 of the second and third days", len(p.Records))
+	}
+	db := s.(*sqlStore).read
+	for _, table := range partitionedTables {
+		var gone, kept bool
+		if err := db.QueryRowContext(ctxT(t), "SELECT to_regclass($1) IS NULL, to_regclass($2) IS NOT NULL",
+			partitionName(table, day0.UnixNano()), partitionName(table, day0.Add(24*time.Hour).UnixNano())).Scan(&gone, &kept); err != nil {
+			t.Fatal(err)
+		}
+		if !gone || !kept {
+			t.Errorf("%s: first day's partition dropped %v, second day's kept %v", table, gone, kept)
+		}
+		var orphans int
+		if err := db.QueryRowContext(ctxT(t), "SELECT COUNT(*) FROM "+table+
+			" x WHERE NOT EXISTS (SELECT 1 FROM requests r WHERE r.request_id = x.request_id)").Scan(&orphans); err != nil || orphans != 0 {
+			t.Errorf("%s: %d orphans, %v", table, orphans, err)
+		}
+	}
+	var before, after int
+	if err := db.QueryRowContext(ctxT(t), "SELECT COUNT(CASE WHEN start_ns < $1 THEN 1 END), COUNT(CASE WHEN start_ns >= $1 THEN 1 END) FROM rollups",
+		day0.Add(24*time.Hour).UnixNano()).Scan(&before, &after); err != nil {
+		t.Fatal(err)
+	}
+	if before != 0 || after == 0 {
+		t.Errorf("rollups: %d left of the dropped day, %d of the kept ones", before, after)
+	}
+}
+
 func TestRetention(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s Store) {
 		// 2500 records, one a minute; retention with a fake "now" keeps the
@@ -335,6 +391,14 @@ func TestRetention(t *testing.T) {
 		}
 		insert(t, s, recs...)
 		now := testBase.Add(2500 * time.Minute)
+		// Records of the last 1000 minutes stay; on PostgreSQL, those of
+		// the whole day the cut falls within.
+		first := 1500
+		if s.(*sqlStore).d.partitioned {
+			cutDay := now.Add(-1000 * time.Minute).Truncate(24 * time.Hour)
+			first = int(math.Ceil(cutDay.Sub(testBase).Minutes()))
+		}
+		want := 2500 - first
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
@@ -343,15 +407,22 @@ func TestRetention(t *testing.T) {
 		}()
 		deadline := time.Now().Add(20 * time.Second)
 		for {
-			p := must(s.List(ctxT(t), Filter{Limit: MaxLimit}))
-			if len(p.Records) == 1000 && p.Next == "" {
-				if oldest := p.Records[len(p.Records)-1]; oldest.RequestID != idN(1500) {
-					t.Errorf("oldest kept record %s, want %s", oldest.RequestID, idN(1500))
+			var kept []record.Record
+			for f := (Filter{Limit: MaxLimit}); ; {
+				p := must(s.List(ctxT(t), f))
+				kept = append(kept, p.Records...)
+				if f.Cursor = p.Next; p.Next == "" {
+					break
+				}
+			}
+			if len(kept) == want {
+				if oldest := kept[len(kept)-1]; oldest.RequestID != idN(first) {
+					t.Errorf("oldest kept record %s, want %s", oldest.RequestID, idN(first))
 				}
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("retention left %d records (next page: %v)", len(p.Records), p.Next != "")
+				t.Fatalf("retention left %d records, want %d", len(kept), want)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}

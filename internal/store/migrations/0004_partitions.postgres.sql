@@ -1,0 +1,9 @@
+-- PostgreSQL: requests, request_attempts and request_labels become tables
+-- partitioned by range of timestamp_ns, one partition per UTC day
+-- (requests_dYYYYMMDD, …), so that retention drops a day's partitions
+-- instead of deleting rows. Attempts and labels gain their request's
+-- timestamp_ns, and every primary key includes it (PostgreSQL requires the
+-- partition key in unique indexes). An existing database migrates in place:
+-- the step is partitionByDay (rollup.go's neighbour, partition.go), in Go,
+-- in this migration's transaction. New days' partitions are made as records
+-- for them arrive.
