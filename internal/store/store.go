@@ -136,6 +136,9 @@ func Open(ctx context.Context, dsn string) (Store, error) {
 	}
 }
 
+// Redact returns dsn with its password hidden, for messages.
+func Redact(dsn string) string { return redactDSN(dsn) }
+
 // redactDSN hides a password in a DSN before it goes into an error.
 func redactDSN(dsn string) string {
 	scheme, rest, ok := strings.Cut(dsn, "://")

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ttfx/ttfx/internal/store"
+)
+
+func TestSeedCommand(t *testing.T) {
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "seeded.db")
+	now := time.Now()
+	var out bytes.Buffer
+	if err := seedMain(context.Background(), []string{"--store", dsn, "--records", "5000", "--days", "2d", "--batch", "700"},
+		&out, func() time.Time { return now }); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "wrote 5000 records") || !strings.Contains(out.String(), "100.0%") {
+		t.Errorf("output:\n%s", out.String())
+	}
+	s, err := store.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Every record is there, within the two days, and the summaries of
+	// the week answer from rollups.
+	st, err := s.Stats(context.Background(), store.StatsQuery{Filter: store.Filter{From: now.Add(-49 * time.Hour), To: now.Add(time.Minute)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Groups) != 1 || st.Groups[0].Count != 5000 {
+		t.Fatalf("stats: %+v", st.Groups)
+	}
+	if st.Method != store.MethodRollups {
+		t.Errorf("method %s", st.Method)
+	}
+	old, err := s.List(context.Background(), store.Filter{To: now.Add(-48*time.Hour - time.Second), Limit: 1})
+	if err != nil || len(old.Records) != 0 {
+		t.Errorf("records older than two days: %v %v", old.Records, err)
+	}
+
+	for _, bad := range [][]string{{"--days", "soon"}, {"--records", "0"}, {"extra"}} {
+		var exit *exitError
+		if err := seedMain(context.Background(), append([]string{"--store", dsn}, bad...), &out, time.Now); !errors.As(err, &exit) || exit.code != 2 {
+			t.Errorf("%v: %v, want a usage error", bad, err)
+		}
+	}
+	out.Reset()
+	if err := seedMain(context.Background(), []string{"--help"}, &out, time.Now); err != nil || !strings.Contains(out.String(), "usage: ttfx seed") {
+		t.Errorf("--help: %v %q", err, out.String())
+	}
+}
