@@ -168,8 +168,12 @@ func newFixture(t testing.TB, recs []record.Record, extra func(*http.ServeMux)) 
 		}
 		recs = recs[n:]
 	}
+	return fixtureOver(t, s, func() time.Time { return now }, extra)
+}
+
+// fixtureOver is newFixture over the store s, with the clock given.
+func fixtureOver(t testing.TB, s store.Store, clock func() time.Time, extra func(*http.ServeMux)) *fixture {
 	cs := &countingStore{Store: s}
-	clock := func() time.Time { return now }
 	keys := keyring()
 	mux := http.NewServeMux()
 	api.New(api.Options{Store: cs, Resolve: api.KeyringResolver(keys), Now: clock}).Register(mux)
