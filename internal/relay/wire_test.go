@@ -3,12 +3,19 @@ package relay_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/sim"
@@ -217,5 +224,80 @@ func geminiError(code int, status string) func(t *testing.T, last sse.Event, bef
 		if m.Error.Code != code || m.Error.Status != status || m.Error.Message == "" {
 			t.Errorf("gemini error %s, want code %d with %s", last.Data, code, status)
 		}
+	}
+}
+
+// TestUnknownRoutes: unknown paths and wrong methods under the model APIs
+// answer in the protocol's own error format, as its SDKs parse it, and are
+// recorded; `Authorization: KEY` without Bearer is told how to send it
+// (issue 14).
+func TestUnknownRoutes(t *testing.T) {
+	t.Parallel()
+	gw, recs, _, _ := allProtocols(t, nil)
+	tests := []struct {
+		name, method, path string
+		header             [2]string
+		code               int
+		allow, want        string
+	}{
+		{"openai unknown path", "POST", "/v1/chat/complete", [2]string{}, 404, "", `"type":"invalid_request_error"`},
+		{"openai wrong method", "GET", "/v1/chat/completions", [2]string{}, 405, "POST", `"message":"method GET is not allowed on /v1/chat/completions (use POST)"`},
+		{"models wrong method", "POST", "/v1/models", [2]string{}, 405, "GET", `"code":"method_not_allowed"`},
+		{"anthropic wrong method", "GET", "/v1/messages", [2]string{}, 405, "POST", `{"type":"error","error":{"type":"invalid_request_error"`},
+		{"anthropic unknown path", "POST", "/v1/messages/count_tokens", [2]string{"Anthropic-Version", "2023-06-01"}, 404, "", `{"type":"error","error":{"type":"not_found_error"`},
+		{"gemini unknown path", "POST", "/v1beta/files", [2]string{}, 404, "", `"status":"NOT_FOUND"`},
+		{"gemini wrong method", "GET", "/v1beta/models/fast:generateContent", [2]string{}, 405, "POST", `"status":"INVALID_ARGUMENT"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, gw.URL+tt.path, strings.NewReader(`{}`))
+			req.Header.Set("Authorization", "Bearer "+clientKey)
+			if tt.header[0] != "" {
+				req.Header.Set(tt.header[0], tt.header[1])
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.code || resp.Header.Get("Allow") != tt.allow || !bytes.Contains(b, []byte(tt.want)) ||
+				resp.Header.Get("Content-Type") != "application/json" || !json.Valid(b) {
+				t.Fatalf("%d (Allow %q, %s) %s, want %d with %s", resp.StatusCode, resp.Header.Get("Allow"), resp.Header.Get("Content-Type"), b, tt.code, tt.want)
+			}
+			rec := recs.get(t, resp.Header.Get("X-Request-Id"))
+			if rec.Status != record.StatusBadRequest || rec.HTTPStatus != tt.code || !rec.TotalHandlerMs.Valid() {
+				t.Fatalf("record %s %d", rec.Status, rec.HTTPStatus)
+			}
+		})
+	}
+
+	// The official SDKs read these as API errors with the status.
+	ctx := t.Context()
+	oc := openai.NewClient(option.WithBaseURL(gw.URL+"/v1/"), option.WithAPIKey(clientKey), option.WithMaxRetries(0))
+	_, err := oc.Batches.Get(ctx, "batch_1")
+	var oerr *openai.Error
+	if !errors.As(err, &oerr) || oerr.StatusCode != 404 || oerr.Type != "invalid_request_error" || !strings.Contains(oerr.Message, "unknown path") {
+		t.Errorf("openai-go on an unknown path: %v", err)
+	}
+	ac := anthropic.NewClient(aoption.WithBaseURL(gw.URL), aoption.WithAPIKey(clientKey), aoption.WithMaxRetries(0))
+	_, err = ac.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{Model: "fast",
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("x"))}})
+	var aerr *anthropic.Error
+	if !errors.As(err, &aerr) || aerr.StatusCode != 404 || !strings.Contains(aerr.RawJSON(), "not_found_error") {
+		t.Errorf("anthropic-sdk-go on an unknown path: %v", err)
+	}
+
+	// `Authorization: KEY` without the scheme.
+	req, _ := http.NewRequest("POST", gw.URL+"/v1/chat/completions", strings.NewReader(`{"model":"fast"}`))
+	req.Header.Set("Authorization", clientKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 401 || !bytes.Contains(b, []byte("use Authorization: Bearer KEY")) || bytes.Contains(b, []byte(clientKey)) {
+		t.Errorf("Authorization without Bearer: %d %s", resp.StatusCode, b)
 	}
 }
