@@ -416,6 +416,8 @@ func TestBrowser(t *testing.T) {
 		noOverflow(v.name)
 		noClipped(v.name)
 		shot(v.name, false)
+		eval("scroll", `document.querySelector('table.metrics').scrollIntoView()`)
+		shot(v.name+"-tables", false)
 	}
 	run("wide again", chromedp.EmulateViewport(1280, 800))
 
