@@ -13,7 +13,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/ttfx/ttfx/internal/api"
 	"github.com/ttfx/ttfx/internal/config"
 	"github.com/ttfx/ttfx/internal/diagnose"
 	"github.com/ttfx/ttfx/internal/record"
@@ -154,5 +156,58 @@ diagnosis:
 	}
 	if seen != len(cases) {
 		t.Errorf("stats count %d streams, want %d", seen, len(cases))
+	}
+}
+
+// TestDiagnoseNonStreaming: what `ttfx diagnose` prints for a non-streaming
+// request — rule 1 not applicable rather than passed, and a context made
+// of non-streaming peers only (SPEC.md §4).
+func TestDiagnoseNonStreaming(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(sim.New(sim.Options{}))
+	defer up.Close()
+	env := map[string]string{"ADMIN": "admin-k", "CLIENT": "client-k", "UP": "u"}
+	y := fmt.Sprintf(`
+store: %q
+keys:
+  - {name: ops, role: admin, key_env: ADMIN}
+  - {name: app, role: client, key_env: CLIENT}
+channels:
+  - {name: up, protocol: openai, base_url: %q, key_env: UP}
+`, "sqlite:"+filepath.Join(t.TempDir(), "t.db"), up.URL)
+	cfg, err := config.Parse([]byte(y), func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := start(t, server.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)})
+	for range 3 {
+		chat(t, srv.URL(), "client-k", "fast", true, "")
+	}
+	chat(t, srv.URL(), "client-k", "fast", false, "")
+	resp, _ := chat(t, srv.URL(), "client-k", "fast", false, "")
+	id := resp.Header.Get("X-Request-Id")
+	rec := readBack(t, srv.URL(), "admin-k", id)
+	c := &api.Client{BaseURL: srv.URL(), Key: "admin-k"}
+	var rep diagnose.Report
+	// The other records are written asynchronously: wait for the peer.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if rep, err = c.Diagnosis(t.Context(), id); err != nil {
+			t.Fatal(err)
+		}
+		if rep.Context.Peers >= 1 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if rep.Rules[0].NotApplicable != diagnose.NotStreaming || rep.Context.Stream || rep.Context.Peers != 1 {
+		t.Fatalf("rule 1 %+v, context stream %v with %d peers; want not applicable, 1 non-streaming peer", rep.Rules[0], rep.Context.Stream, rep.Context.Peers)
+	}
+	var b strings.Builder
+	if err := diagnose.WriteText(&b, rec, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"[-] 1 upstream_headers_slow: not applicable (non-streaming)", "non-streaming requests only"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("ttfx diagnose output lacks %q:\n%s", want, b.String())
+		}
 	}
 }
