@@ -129,6 +129,7 @@ type Thresholds struct {
 	ResponseToTextGapMs   *float64 `yaml:"response_to_text_gap_ms"`
 	GenerationSlowTPS     *float64 `yaml:"generation_slow_tps"`
 	GenerationMinTokens   *float64 `yaml:"generation_min_tokens"`
+	GenerationStalledMs   *float64 `yaml:"generation_stalled_ms"`
 	LocalOverheadMs       *float64 `yaml:"local_overhead_ms"`
 }
 

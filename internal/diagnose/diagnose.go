@@ -13,18 +13,19 @@ import (
 	"github.com/ttfx/ttfx/internal/timeline"
 )
 
-// Labels of the six rules, in their order.
+// Labels of the seven rules, in their order.
 const (
 	UpstreamHeadersSlow = "upstream_headers_slow"
 	FirstResponseSlow   = "first_response_slow"
 	EventToResponseGap  = "event_to_response_gap"
 	ResponseToTextGap   = "response_to_text_gap"
 	GenerationSlow      = "generation_slow"
+	GenerationStalled   = "generation_stalled"
 	LocalOverhead       = "local_overhead"
 )
 
 // RuleLabels lists the rule labels in their fixed order.
-var RuleLabels = []string{UpstreamHeadersSlow, FirstResponseSlow, EventToResponseGap, ResponseToTextGap, GenerationSlow, LocalOverhead}
+var RuleLabels = []string{UpstreamHeadersSlow, FirstResponseSlow, EventToResponseGap, ResponseToTextGap, GenerationSlow, GenerationStalled, LocalOverhead}
 
 // Thresholds are resolved thresholds (SPEC.md §4 defaults in Default).
 type Thresholds struct {
@@ -34,6 +35,7 @@ type Thresholds struct {
 	ResponseToTextGapMs   float64 // t5 − t4 above this
 	GenerationSlowTPS     float64 // visible_output_tps below this…
 	GenerationMinTokens   float64 // …with at least this many visible tokens
+	GenerationStalledMs   float64 // max_output_gap_ms above this
 	LocalOverheadMs       float64 // auth+distribution+body_read, or t7 − t6, above this
 }
 
@@ -45,6 +47,7 @@ var Default = Thresholds{
 	ResponseToTextGapMs:   2000,
 	GenerationSlowTPS:     15,
 	GenerationMinTokens:   20,
+	GenerationStalledMs:   5000,
 	LocalOverheadMs:       100,
 }
 
@@ -61,6 +64,7 @@ func (t Thresholds) apply(o config.Thresholds) Thresholds {
 	set(&t.ResponseToTextGapMs, o.ResponseToTextGapMs)
 	set(&t.GenerationSlowTPS, o.GenerationSlowTPS)
 	set(&t.GenerationMinTokens, o.GenerationMinTokens)
+	set(&t.GenerationStalledMs, o.GenerationStalledMs)
 	set(&t.LocalOverheadMs, o.LocalOverheadMs)
 	return t
 }
@@ -109,7 +113,7 @@ func (r *Rules) Diagnose(rec *record.Record) {
 	rec.Diagnosis = labels
 }
 
-// Findings runs the six rules in order on rec.
+// Findings runs the seven rules in order on rec.
 func (r *Rules) Findings(rec record.Record) []Finding {
 	th := r.For(rec.Model, rec.Channel)
 	f := rec.Fields
@@ -133,6 +137,10 @@ func (r *Rules) Findings(rec record.Record) []Finding {
 		out = append(out, Finding{Label: GenerationSlow, Value: tps, Threshold: th.GenerationSlowTPS, Unit: "tokens/s",
 			Rule: fmt.Sprintf("visible_output_tps < %g with ≥ %g visible tokens", th.GenerationSlowTPS, th.GenerationMinTokens)})
 	}
+	// The gap is a span of its own (between two content events), so it
+	// fires whether or not the stream later finished well: a stream that
+	// stopped typing for seconds and then ended is still a stall.
+	over(GenerationStalled, f.MaxOutputGapMs, th.GenerationStalledMs, "max_output_gap_ms > %g")
 	local, tail := f.LocalMs(), f.TotalHandlerMs.Sub(f.UpstreamDoneMs)
 	lms, lok := local.Ms()
 	tms, tok := tail.Ms()
@@ -188,6 +196,11 @@ var advice = map[string]Advice{
 		Symptom: "text fast, generation slow: the first text came quickly but the rest trickled",
 		Check:   "output length, context length, the channel, inflight load and the provider (decode contention)",
 		NotHelp: "a first-output timeout: the first output was fast, so it never fires on this pattern",
+	},
+	GenerationStalled: {
+		Symptom: "output started, then stopped: the stream went silent mid-answer before it went on",
+		Check:   "the provider (a stall, preemption or contention on its side); max_output_gap_at_ms says when it ended",
+		NotHelp: "an idle timeout: pings keep it from firing, and when it does fire it only cuts the answer short",
 	},
 	LocalOverhead: {
 		Symptom: "upstream normal, local slow: time went in the gateway itself",
@@ -247,6 +260,7 @@ func Definitions() map[string]string {
 		EventToResponseGap:  "first effective response after the first SSE event, t4 − t3, above the threshold",
 		ResponseToTextGap:   "first visible text after the first effective response, t5 − t4, above the threshold",
 		GenerationSlow:      "visible_output_tps below the threshold, with at least the minimum visible tokens",
+		GenerationStalled:   "max_output_gap_ms (the longest wait between two content events from t4 on; heartbeats do not end it) above the threshold",
 		LocalOverhead:       "auth_ms + distribution_ms + body_read_ms, or t7 − t6, above the threshold",
 	}
 }

@@ -93,6 +93,23 @@ func TestThresholdEdges(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
 	}
+	// A stall: the longest gap between two content events.
+	for _, tt := range []struct {
+		name string
+		gap  float64
+		tps  float64
+		want []string
+	}{
+		{"gap at threshold", 5000, 50, nil},
+		{"gap just over", 5000.5, 50, []string{GenerationStalled}},
+		{"gap over and slow: after generation_slow", 6000, 3, []string{GenerationSlow, GenerationStalled}},
+	} {
+		rc := rec(0, 100, 101, 200, 200, 9000, 9000, tt.tps, 100)
+		rc.MaxOutputGapMs, rc.MaxOutputGapAtMs = span(tt.gap), at(7000)
+		if got := labels(r, rc); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
 	// Local phases over the threshold.
 	rc := rec(0, 100, 101, 200, 200, 1000, 1000, -1, -1)
 	rc.BodyReadMs = span(100)
@@ -141,8 +158,18 @@ func TestOverrides(t *testing.T) {
 	if got := labels(r, c); !slices.Equal(got, []string{UpstreamHeadersSlow}) {
 		t.Errorf("channel over model: %v", got)
 	}
-	if th := r.For("slow-model", "x"); th.FirstResponseSlowMs != 3000 {
-		t.Errorf("untouched default = %v", th.FirstResponseSlowMs)
+	if th := r.For("slow-model", "x"); th.FirstResponseSlowMs != 3000 || th.GenerationStalledMs != 5000 {
+		t.Errorf("untouched defaults = %v, %v", th.FirstResponseSlowMs, th.GenerationStalledMs)
+	}
+	r = New(config.Diagnosis{Models: map[string]config.Thresholds{"bursty": {GenerationStalledMs: v(8000)}}})
+	stall := rec(0, 100, 101, 200, 200, 9000, 9000, 50, 100)
+	stall.MaxOutputGapMs = span(6000)
+	if got := labels(r, stall); !slices.Equal(got, []string{GenerationStalled}) {
+		t.Errorf("6 s gap, default threshold: %v", got)
+	}
+	stall.Model = "bursty"
+	if got := labels(r, stall); len(got) != 0 {
+		t.Errorf("6 s gap, model threshold 8 s: %v", got)
 	}
 }
 

@@ -18,7 +18,7 @@ const ContextWindow = 15 * time.Minute
 // contextFields are the fields the context shows, in timeline order.
 var contextFields = []string{
 	"upstream_headers_ms", "first_sse_event_ms", "first_response_ms", "first_text_delta_ms",
-	"upstream_done_ms", "total_handler_ms", "visible_output_tps", "relay_lag_ms",
+	"upstream_done_ms", "total_handler_ms", "visible_output_tps", "max_output_gap_ms", "relay_lag_ms",
 }
 
 // Report explains one request: its verdicts in order with advice, and the
@@ -28,7 +28,7 @@ type Report struct {
 	Status    string    `json:"status"`
 	Verdicts  []Verdict `json:"verdicts"` // primary first; empty when nothing fired
 	Context   Context   `json:"context"`
-	Rules     []Rule    `json:"rules"` // the six rules in order, with this request's thresholds
+	Rules     []Rule    `json:"rules"` // the seven rules in order, with this request's thresholds
 }
 
 // Verdict is one label of the request with its advice and, for a rule,
@@ -36,17 +36,33 @@ type Report struct {
 type Verdict struct {
 	Label   string   `json:"label"`
 	Primary bool     `json:"primary"`
-	Kind    string   `json:"kind"` // "status" for a terminal status, "rule" for one of the six rules
+	Kind    string   `json:"kind"` // "status" for a terminal status, "rule" for one of the seven rules
 	Finding *Finding `json:"finding,omitempty"`
 	Advice
 }
 
-// Rule is one of the six rules with its resolved threshold.
+// Rule is one of the seven rules with its resolved threshold.
 type Rule struct {
 	Order      int    `json:"order"`
 	Label      string `json:"label"`
 	Definition string `json:"definition"`
 	Fired      bool   `json:"fired"`
+	// NotApplicable, when set, says why the rule was not checked for this
+	// request (rule 1 on a non-streaming request, SPEC.md §4): shown as
+	// such, never as passed.
+	NotApplicable string `json:"not_applicable,omitempty"`
+}
+
+// NotStreaming is the reason rule 1 does not apply to a non-streaming
+// request: its headers come with the whole answer.
+const NotStreaming = "non-streaming"
+
+// notApplicable says why label's rule was not checked on rec, or "".
+func notApplicable(label string, rec record.Record) string {
+	if label == UpstreamHeadersSlow && !rec.Stream {
+		return NotStreaming
+	}
+	return ""
 }
 
 // Context is the same channel and model around the request's time.
@@ -59,7 +75,12 @@ type Context struct {
 	Region   string          `json:"region"`
 	Provider string          `json:"provider"`
 	Inflight record.Inflight `json:"inflight"`
-	// Peers is how many other requests of the same channel and model fall
+	// Stream is the stream flag the peers share with the request: a
+	// non-streaming answer's headers and first output come with its whole
+	// generation, so mixing the two would skew every percentile (SPEC.md §4).
+	Stream bool `json:"stream"`
+	// Peers is how many other requests of the same channel, model and
+	// stream flag fall
 	// in the window; FlaggedAlike how many of them carry this request's
 	// primary verdict.
 	Peers        int `json:"peers"`
@@ -86,7 +107,7 @@ type FieldContext struct {
 }
 
 // Explain builds the report of rec, reading its context from st: the
-// records of the same channel and model within ContextWindow of it that the
+// records of the same channel, model and stream flag within ContextWindow of it that the
 // reader may see. within narrows the peers to the reader's scope (its Group
 // for a viewer, its KeyName for a client key; empty for an admin), so that
 // the context never summarises records the reader could not read itself.
@@ -106,16 +127,19 @@ func (r *Rules) Explain(ctx context.Context, st store.Store, rec record.Record, 
 		rep.Verdicts = append(rep.Verdicts, v)
 	}
 	for i, label := range RuleLabels {
-		rep.Rules = append(rep.Rules, Rule{Order: i + 1, Label: label, Definition: Definitions()[label], Fired: slices.Contains(rec.Diagnosis, label)})
+		rep.Rules = append(rep.Rules, Rule{Order: i + 1, Label: label, Definition: Definitions()[label],
+			Fired: slices.Contains(rec.Diagnosis, label), NotApplicable: notApplicable(label, rec)})
 	}
 
 	c := Context{
 		From: rec.Timestamp.Add(-ContextWindow), To: rec.Timestamp.Add(ContextWindow),
 		Channel: rec.Channel, Model: rec.Model, Route: rec.Route, Region: rec.Region, Provider: rec.Provider,
-		Inflight: rec.Inflight, Fields: map[string]FieldContext{}, Definitions: map[string]string{},
+		Inflight: rec.Inflight, Stream: rec.Stream, Fields: map[string]FieldContext{}, Definitions: map[string]string{},
 	}
+	stream := rec.Stream
 	stats, err := st.Stats(ctx, store.StatsQuery{
-		Filter: store.Filter{From: c.From, To: c.To, Channel: rec.Channel, Model: rec.Model, Group: within.Group, KeyName: within.KeyName},
+		Filter: store.Filter{From: c.From, To: c.To, Channel: rec.Channel, Model: rec.Model, Stream: &stream,
+			Group: within.Group, KeyName: within.KeyName},
 		Fields: contextFields,
 	})
 	if err != nil {
@@ -172,6 +196,8 @@ func recordValues(rec record.Record) map[string]*float64 {
 	put("total_handler_ms", v, ok)
 	tps, ok := rec.VisibleOutputTPS.Get()
 	put("visible_output_tps", tps, ok)
+	v, ok = f.MaxOutputGapMs.Ms()
+	put("max_output_gap_ms", v, ok)
 	v, ok = f.RelayLag().Ms()
 	put("relay_lag_ms", v, ok)
 	return out

@@ -78,7 +78,7 @@ func TestExplain(t *testing.T) {
 	if rep.Context.Peers != 9 || rep.Context.FlaggedAlike != 7 || rep.Context.Scope != "channel" {
 		t.Fatalf("stormy channel: %+v", rep.Context)
 	}
-	if len(rep.Rules) != 6 || !rep.Rules[0].Fired || rep.Rules[1].Fired {
+	if len(rep.Rules) != 7 || !rep.Rules[0].Fired || rep.Rules[1].Fired || rep.Rules[5].Label != GenerationStalled || rep.Rules[0].NotApplicable != "" {
 		t.Fatalf("rules %+v", rep.Rules)
 	}
 
@@ -89,6 +89,34 @@ func TestExplain(t *testing.T) {
 	}
 	if rep.Context.Peers != 0 || rep.Context.Fields["upstream_headers_ms"].Count != 0 {
 		t.Fatalf("peers outside the reader's scope: %+v", rep.Context)
+	}
+
+	// Non-streaming requests of the same channel and model are not peers of
+	// a stream (their headers come with the whole answer), and rule 1 is
+	// not applicable to them rather than passed.
+	var whole []record.Record
+	for i := 0; i < 5; i++ {
+		w := mk(20+i, "calm", 9000)
+		w.RequestID, w.Timestamp, w.Stream = fmt.Sprintf("req_whole_%d", i), base.Add(time.Duration(i)*time.Minute), false
+		r.Diagnose(&w)
+		whole = append(whole, w)
+	}
+	if err := st.Insert(ctx, whole); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = r.Explain(ctx, st, lone, store.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Context.Peers != 9 || !rep.Context.Stream || math.Abs(*rep.Context.Fields["upstream_headers_ms"].P50-100) > 1 {
+		t.Fatalf("a stream's context mixes in non-streaming requests: %+v", rep.Context)
+	}
+	rep, err = r.Explain(ctx, st, whole[0], store.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Context.Peers != 4 || rep.Context.Stream || rep.Rules[0].NotApplicable != NotStreaming || rep.Rules[0].Fired || len(rep.Verdicts) != 0 {
+		t.Fatalf("non-streaming request: rules %+v, context %+v", rep.Rules, rep.Context)
 	}
 
 	// A fast request has no verdict and no scope.

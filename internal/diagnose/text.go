@@ -103,6 +103,12 @@ func writeWaterfall(w io.Writer, rec record.Record) {
 	next("→ first text (t5)", f.FirstTextDeltaMs)
 	next("generation → done (t6)", f.UpstreamDoneMs)
 	next("→ handler done (t7)", f.TotalHandlerMs)
+	// The longest silence between two content events, where it happened.
+	if gap, ok := f.MaxOutputGapMs.Get(); ok {
+		if end, ok := f.MaxOutputGapAtMs.Get(); ok {
+			stages = append(stages, stage{name: "longest output gap", start: timeline.At(end - gap), end: f.MaxOutputGapAtMs, note: "no content between"})
+		}
+	}
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "stage\tstart ms\tend ms\tms\t0%s%s\t\n", strings.Repeat(" ", barWidth-len(fmtDur(total))-1), fmtDur(total))
@@ -132,6 +138,7 @@ func writeWaterfall(w io.Writer, rec record.Record) {
 	t := rec.Tokens
 	fmt.Fprintf(w, "  tokens: input %s, output %s, reasoning %s, visible %s (source %s)\n", count(t.Input), count(t.Output), count(t.Reasoning), count(t.Visible), orDash(t.Source))
 	fmt.Fprintf(w, "  visible output %s tokens/s, inter-token latency %s ms\n", rec.VisibleOutputTPS, ms2(rec.InterTokenLatencyMs))
+	fmt.Fprintf(w, "  longest output gap %s ms, ended at %s ms from t0\n", ms2(f.MaxOutputGapMs), ms(f.MaxOutputGapAtMs))
 	e := rec.Events
 	fmt.Fprintf(w, "  events: heartbeat %d, metadata %d, reasoning %d, tool %d, text %d, done %d, error %d, unknown %d; terminal %s, finish reason %s\n",
 		e.Heartbeat, e.Metadata, e.Reasoning, e.Tool, e.Text, e.Done, e.Error, e.Unknown, orDash(rec.Terminal), orDash(rec.FinishReason))
@@ -164,7 +171,11 @@ func writeVerdicts(w io.Writer, rep Report) {
 		if r.Fired {
 			mark = "x"
 		}
-		order = append(order, fmt.Sprintf("[%s] %d %s", mark, r.Order, r.Label))
+		item := fmt.Sprintf("[%s] %d %s", mark, r.Order, r.Label)
+		if r.NotApplicable != "" {
+			item = fmt.Sprintf("[-] %d %s: not applicable (%s)", r.Order, r.Label, r.NotApplicable)
+		}
+		order = append(order, item)
 	}
 	if len(order) > 0 {
 		fmt.Fprintf(w, "  rules checked: %s\n", strings.Join(order, "  "))
@@ -172,8 +183,12 @@ func writeVerdicts(w io.Writer, rep Report) {
 }
 
 func writeContext(w io.Writer, c Context) {
-	fmt.Fprintf(w, "context: channel %s, model %s, %s – %s (UTC)\n", orDash(c.Channel), orDash(c.Model),
-		c.From.UTC().Format("15:04"), c.To.UTC().Format("15:04"))
+	kind := "streaming"
+	if !c.Stream {
+		kind = "non-streaming"
+	}
+	fmt.Fprintf(w, "context: channel %s, model %s, %s requests only, %s – %s (UTC)\n", orDash(c.Channel), orDash(c.Model),
+		kind, c.From.UTC().Format("15:04"), c.To.UTC().Format("15:04"))
 	fmt.Fprintf(w, "  route %s, region %s, provider %s, inflight at receipt: gateway %d, channel %d\n",
 		orDash(c.Route), orDash(c.Region), orDash(c.Provider), c.Inflight.Gateway, c.Inflight.Channel)
 	switch c.Scope {

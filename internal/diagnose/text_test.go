@@ -32,6 +32,20 @@ func TestWriteText(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	// A non-streaming request shows rule 1 as not applicable, and a stall
+	// is drawn where it happened.
+	rc.Stream = false
+	rc.MaxOutputGapMs, rc.MaxOutputGapAtMs = span(3500), at(6000)
+	rep.Rules = []Rule{{Order: 1, Label: UpstreamHeadersSlow, NotApplicable: NotStreaming}, {Order: 6, Label: GenerationStalled}}
+	b.Reset()
+	WriteText(&b, rc, rep)
+	for _, want := range []string{"[-] 1 upstream_headers_slow: not applicable (non-streaming)", "[ ] 6 generation_stalled",
+		"no content between", "non-streaming requests only"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+	rc.Stream = true
 	// An absent mark prints as absent, never as 0.
 	rc.FirstTextDeltaMs = rc.FirstTextSentMs
 	b.Reset()

@@ -576,6 +576,11 @@ func (s *Stream) Event(ev *sse.Event) Result {
 	return r
 }
 
+// DataEvents returns the dispatched events with data seen so far (SSE
+// comments and empty events not included): in a Responses stream, the
+// sequence_number the next event would carry.
+func (s *Stream) DataEvents() int { return s.events }
+
 // Counts returns the pieces seen so far per primary kind.
 func (s *Stream) Counts() Counts { return s.counts }
 

@@ -65,18 +65,28 @@ func writeError(w http.ResponseWriter, proto string, e *HTTPError) {
 
 // streamErrorEvent is the in-band error event that ends a stream which
 // failed after bytes were sent: the only way left to tell an SSE client.
-func streamErrorEvent(api, code, msg string) []byte {
+// Each has the shape the protocol's own server sends and its official SDKs
+// parse (TestStreamErrorEventShapes, TestNodeSDKErrors): a Responses error
+// carries the sequence_number that comes next (seq, the data events relayed
+// so far; OpenAI numbers them from 0), and a Gemini error pairs its code
+// with the matching status as Google does (504 DEADLINE_EXCEEDED for the
+// gateway's timeouts, 503 UNAVAILABLE otherwise).
+func streamErrorEvent(api string, e *HTTPError, seq int) []byte {
 	switch api {
 	case apiAnthropic:
-		b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{"type": "api_error", "message": msg}})
+		b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{"type": "api_error", "message": e.Msg}})
 		return append(append([]byte("event: error\ndata: "), b...), "\n\n"...)
 	case apiResponses:
-		b, _ := json.Marshal(map[string]any{"type": "error", "code": code, "message": msg, "param": nil})
+		b, _ := json.Marshal(map[string]any{"type": "error", "code": e.Status, "message": e.Msg, "param": nil, "sequence_number": seq})
 		return append(append([]byte("event: error\ndata: "), b...), "\n\n"...)
 	case apiGemini:
-		b, _ := json.Marshal(map[string]any{"error": map[string]any{"code": 504, "message": msg, "status": "UNAVAILABLE"}})
+		code, status := http.StatusServiceUnavailable, "UNAVAILABLE"
+		if e.Code == http.StatusGatewayTimeout {
+			code, status = http.StatusGatewayTimeout, "DEADLINE_EXCEEDED"
+		}
+		b, _ := json.Marshal(map[string]any{"error": map[string]any{"code": code, "message": e.Msg, "status": status}})
 		return append(append([]byte("data: "), b...), "\n\n"...)
 	}
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": "server_error", "param": nil, "code": code}})
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": e.Msg, "type": "server_error", "param": nil, "code": e.Status}})
 	return append(append([]byte("data: "), b...), "\n\n"...)
 }

@@ -143,6 +143,7 @@ func (g *Gateway) Register(mux *http.ServeMux) {
 	for _, ep := range endpoints {
 		mux.Handle(ep.pattern, g.handler(ep))
 	}
+	g.registerFallbacks(mux)
 }
 
 func (g *Gateway) handler(ep endpoint) http.Handler {
@@ -216,7 +217,7 @@ func (x *exchange) prepare() *HTTPError {
 	if !ok {
 		msg := "invalid API key"
 		if key == "" {
-			msg = "missing API key (send Authorization: Bearer, x-api-key or x-goog-api-key)"
+			msg = missingKeyText(x.r)
 		}
 		return &HTTPError{Code: http.StatusUnauthorized, Type: "authentication_error", Msg: msg, Status: record.StatusAuthFailed}
 	}

@@ -174,7 +174,7 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 		// Bytes were sent: end the stream the way the protocol allows,
 		// with an in-band error event, never by leaving it hanging.
 		wd.extend()
-		x.w.Write(streamErrorEvent(x.rec.API, fail.Status, fail.Msg))
+		x.w.Write(streamErrorEvent(x.rec.API, fail, st.DataEvents()))
 		rc.Flush()
 	default:
 		switch st.Terminal() {
@@ -329,6 +329,12 @@ func (x *exchange) relayBody(a *attempt, streamed bool) {
 	}
 	info, err := protocol.ParseResponse(api, captured)
 	if err != nil {
+		if status, msg := bodyOutcome(api, captured, streamed); status != "" {
+			// The headers said 200 and the connection closed well, but
+			// the body is not a complete answer: the record says so.
+			x.rec.Status, x.rec.Error = status, msg
+			x.attempts[len(x.attempts)-1].Status = status
+		}
 		return
 	}
 	x.rec.FinishReason = info.FinishReason

@@ -36,6 +36,8 @@ type attempt struct {
 	// injected is set when this attempt's body carries the
 	// stream_options.include_usage the gateway added.
 	injected bool
+	// sent is set once the whole request was written upstream (traceSent).
+	sent atomic.Bool
 
 	firstOutput *time.Timer // stopped at t4 (or the first bytes of a non-SSE stream)
 	unlink      func() bool // detaches the attempt from the gateway's shutdown
@@ -234,7 +236,7 @@ func retryable(e *HTTPError) bool {
 	case record.StatusUpstreamHTTPError:
 		return e.Code >= 500
 	}
-	return false
+	return errors.Is(e.Err, errNoAnswer)
 }
 
 // start sends the request to ch and waits for its headers. On success the
@@ -247,7 +249,7 @@ func (x *exchange) start(ch *route.Channel) (*attempt, *HTTPError) {
 	a.unlink = context.AfterFunc(x.g.life, func() { cancel(errShutdown) })
 	a.after(x.tl.Start().Add(to.Total).Sub(x.tl.Now()), errTotalTimeout)
 
-	req, err := x.upstreamRequest(ctx, a)
+	req, err := x.upstreamRequest(traceSent(ctx, &a.sent), a)
 	if err != nil {
 		return a, x.attemptFailed(a, &HTTPError{Code: http.StatusBadGateway, Type: "api_error", Msg: "cannot build the upstream request", Status: record.StatusUpstreamConnectError, Err: err})
 	}
@@ -340,6 +342,9 @@ func (x *exchange) classifyError(a *attempt, err error, phase string) *HTTPError
 		// past its drain timeout. The stream ends with an error event; the
 		// record says what happened in its error.
 		return &HTTPError{Code: http.StatusServiceUnavailable, Type: "api_error", Msg: "the gateway shut down before the response ended (drain timeout)", Status: record.StatusClientCancelled, Err: err}
+	}
+	if phase == "connect" && a.sent.Load() {
+		return noAnswer(err)
 	}
 	if phase == "connect" {
 		return &HTTPError{Code: http.StatusBadGateway, Type: "api_error", Msg: "cannot reach the upstream: " + netErrorText(err), Status: record.StatusUpstreamConnectError, Err: err}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -181,6 +182,14 @@ func TestBrowser(t *testing.T) {
 		t.Helper()
 		eval("go "+hash, `location.hash = `+jsString(hash))
 	}
+	// noClipped: no table is cut off inside a scroll box (at 400 px the
+	// detail's metric table showed TPS as "5" and relay lag as "(").
+	noClipped := func(what string) {
+		t.Helper()
+		if v := eval(what, `[...document.querySelectorAll('#view .table-wrap')].filter(w => w.scrollWidth > w.clientWidth + 1).map(w => w.querySelector('table').className + ' ' + w.scrollWidth + '>' + w.clientWidth)`).([]any); len(v) > 0 {
+			t.Errorf("%s: tables cut off in their scroll box: %v", what, v)
+		}
+	}
 	noOverflow := func(what string) {
 		t.Helper()
 		w := eval(what, `[document.documentElement.scrollWidth, window.innerWidth]`).([]any)
@@ -316,6 +325,7 @@ func TestBrowser(t *testing.T) {
 		go_(v.hash)
 		waitFor(v.name, v.ready, 10*time.Second)
 		noOverflow(v.name)
+		noClipped(v.name)
 		shot(v.name, false)
 		if v.name == "trace-b-400" {
 			if w := eval("narrow gap", `document.querySelector('.wf-row[data-gap="response_to_text"] rect.seg').getBoundingClientRect().width`).(float64); w < 100 {
@@ -324,6 +334,92 @@ func TestBrowser(t *testing.T) {
 		}
 	}
 	run("wide", chromedp.EmulateViewport(1280, 800))
+
+	// One unit per chart family: the four time-to-first-X charts share
+	// theirs, though trace B's first text (8.7 s) alone would be in s and
+	// the headers chart in ms.
+	go_("#/overview")
+	waitFor("overview again", `document.querySelectorAll('svg.chart.time').length === 4`, 10*time.Second)
+	if v := eval("units", `[...new Set([...document.querySelectorAll('svg.chart.time')].map(c => c.querySelector('text.axis-title').textContent))]`).([]any); len(v) != 1 {
+		t.Errorf("the time charts use units %v, want one", v)
+	}
+	// The detail's axis names the unit its ticks are in: trace B's axis runs
+	// to 12 s.
+	go_("#/request/" + ids["trace-b"])
+	waitFor("trace B again", `document.querySelector('[data-axis-unit]')`, 10*time.Second)
+	if v := eval("axis unit", `[document.querySelector('[data-axis-unit]').textContent, [...document.querySelectorAll('svg.axis-row text.tick')].pop().textContent]`).([]any); v[0] != "s since t0" || !strings.HasSuffix(v[1].(string), " s") {
+		t.Errorf("axis %q with last tick %q", v[0], v[1])
+	}
+
+	// Streaming and non-streaming apart: a non-streaming answer, a model
+	// listing and a stream that stalls 3 s mid-answer.
+	whole := post(t, base+"/v1/chat/completions", "Authorization", "Bearer "+client, `{"model":"fast","messages":[{"role":"user","content":"hi"}]}`)
+	stall := post(t, base+"/v1/chat/completions", "Authorization", "Bearer "+client, `{"model":"stall","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	models, _ := http.NewRequest("GET", base+"/v1/models", nil)
+	models.Header.Set("Authorization", "Bearer "+client)
+	if resp, err := http.DefaultClient.Do(models); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /v1/models: %v", err)
+	} else {
+		resp.Body.Close()
+	}
+	// The list shows all of them (and the live badge tells the time as the
+	// rows do: the gateway's clock, HH:MM:SS in the browser's zone).
+	go_("#/requests")
+	waitFor("all requests", `document.querySelectorAll('tr[data-id]').length === 8`, 15*time.Second)
+	waitFor("live badge", `document.querySelector('#live').textContent.startsWith('live · updated ')`, 10*time.Second)
+	clock := eval("clock", `[document.querySelector('#live').textContent, document.querySelector('tr[data-id] td[data-th="time"]').textContent]`).([]any)
+	badge, newest := strings.TrimPrefix(clock[0].(string), "live · updated "), clock[1].(string)
+	bt, err1 := time.Parse("15:04:05", strings.Fields(badge)[0])
+	rt, err2 := time.Parse("15:04:05", newest)
+	if err1 != nil || err2 != nil || !regexp.MustCompile(`^\d\d:\d\d:\d\d UTC[+-]\d\d:\d\d$`).MatchString(badge) || bt.Before(rt) || bt.Sub(rt) > time.Minute {
+		t.Errorf("live badge %q and newest row %q: want the same clock and format", badge, newest)
+	}
+	// The overview and channels summarise streams unless switched.
+	go_("#/overview")
+	waitFor("streams only", `document.querySelector('[data-count]') && document.querySelector('[data-count]').textContent === '6' && document.querySelector('[data-stream-scope]').textContent === 'streaming requests'`, 10*time.Second)
+	run("switch to both", chromedp.SetValue(chromedp.CSS(`form.filters select[name="stream"]`), "any"))
+	eval("change", `document.querySelector('form.filters select[name="stream"]').dispatchEvent(new Event('change', {bubbles: true}))`)
+	waitFor("both", `location.hash.includes('stream=any') && !!document.querySelector('[data-count]') && document.querySelector('[data-count]').textContent === '8'`, 10*time.Second)
+	go_("#/channels?stream=any")
+	waitFor("channels, both", `!!document.querySelector('[data-no-model]') && !!document.querySelector('tr[data-channel="sim-openai"][data-model="fast"]')`, 10*time.Second)
+	if v := eval("no-model rows", `document.querySelectorAll('tr[data-model=""]').length`); v != 0.0 {
+		t.Errorf("channels shows %v rows without a model", v)
+	}
+	// A non-streaming request's detail: rule 1 is not applicable, not
+	// passed.
+	go_("#/request/" + whole)
+	waitFor("non-streaming detail", `document.querySelector('li[data-rule="upstream_headers_slow"]')`, 10*time.Second)
+	if v := eval("rule 1", `document.querySelector('li[data-rule="upstream_headers_slow"]').textContent`); !strings.Contains(v.(string), "not applicable (non-streaming)") {
+		t.Errorf("rule 1 on a non-streaming request reads %q", v)
+	}
+	// The stall is drawn where it happened: about 3 s of a 4.1 s request.
+	go_("#/request/" + stall)
+	waitFor("stall detail", `document.querySelector('.wf-row[data-gap="output_gap"] rect.seg')`, 10*time.Second)
+	sg := eval("stall gap", `(() => {
+		const row = document.querySelector('.wf-row[data-gap="output_gap"]');
+		const bar = row.querySelector('rect.seg').getBoundingClientRect();
+		const track = row.querySelector('svg.track-row').getBoundingClientRect();
+		return {text: row.querySelector('.wf-text').textContent, share: bar.width / track.width, at: (bar.right - track.left) / track.width,
+			gap: document.querySelector('[data-output-gap]').textContent};
+	})()`).(map[string]any)
+	if share := sg["share"].(float64); share < 0.5 || share > 0.75 || !strings.Contains(sg["gap"].(string), "3,0") {
+		t.Errorf("the output gap is drawn as %v", sg)
+	}
+	shot("stall-1280", false)
+	run("narrow again", chromedp.EmulateViewport(400, 800))
+	for _, v := range []struct{ name, hash, ready string }{
+		{"stall-400", "#/request/" + stall, `document.querySelector('.wf-row[data-gap="output_gap"]')`},
+		{"non-streaming-400", "#/request/" + whole, `document.querySelector('li[data-rule="upstream_headers_slow"]')`},
+	} {
+		go_(v.hash)
+		waitFor(v.name, v.ready, 10*time.Second)
+		noOverflow(v.name)
+		noClipped(v.name)
+		shot(v.name, false)
+		eval("scroll", `document.querySelector('table.metrics').scrollIntoView()`)
+		shot(v.name+"-tables", false)
+	}
+	run("wide again", chromedp.EmulateViewport(1280, 800))
 
 	// A viewer of another group sees none of it.
 	go_("#/overview")

@@ -53,6 +53,7 @@ type detailData struct {
 	Rows          []wfRow
 	Scale         float64
 	Axis          template.HTML
+	AxisUnit      string // the unit the axis ticks are in: ms, or s past ten seconds
 	Marks         []markRow
 	Events        template.HTML
 	Verdicts      []verdictCard
@@ -80,6 +81,7 @@ func (h *Handler) request(r *http.Request, p auth.Principal, q viewQuery) ([]byt
 	d := detailData{R: rec, Back: q.link("requests"), Time: rec.Timestamp.In(q.TZ).Format("2006-01-02 15:04:05.000 ") + q.TZ.String()}
 	d.Rows, d.Scale = detailRows(&rec)
 	d.Axis = msAxis(d.Scale)
+	_, d.AxisUnit = unitScale(d.Scale)
 	fieldOf := map[string]string{"t1": "upstream_start_ms", "t2": "upstream_headers_at_ms", "t3": "first_sse_event_ms",
 		"t4": "first_response_ms", "t5": "first_text_delta_ms", "t6": "upstream_done_ms", "t7": "total_handler_ms"}
 	d.Marks = append(d.Marks, markRow{"t0", "gateway receives the request", "", "0 ms (origin)"})
@@ -177,11 +179,11 @@ func (h *Handler) fromReport(d *detailData, q viewQuery, rep diagnose.Report) {
 	d.Context = []kv{
 		{"route", orNone(c.Route)}, {"region", orNone(c.Region)}, {"provider", orNone(c.Provider)},
 		{"inflight at receipt", fmt.Sprintf("gateway %d, channel %d", c.Inflight.Gateway, c.Inflight.Channel)},
-		{"other requests of the channel and model", strconv.Itoa(c.Peers)},
+		{"other " + streamKind(c.Stream) + " requests of the channel and model", strconv.Itoa(c.Peers)},
 		{"of them with the same primary verdict", strconv.Itoa(c.FlaggedAlike)},
 	}
 	if !c.From.IsZero() {
-		d.CompareWindow = fmt.Sprintf("%d other requests on %s for %s from %s to %s", c.Peers, orNone(c.Channel), orNone(c.Model),
+		d.CompareWindow = fmt.Sprintf("%d other %s requests on %s for %s from %s to %s", c.Peers, streamKind(c.Stream), orNone(c.Channel), orNone(c.Model),
 			c.From.In(q.TZ).Format("15:04:05"), c.To.In(q.TZ).Format("15:04:05 ")+q.TZ.String())
 		d.CompareLink = peersLink(q, c.From, c.To, c.Channel, c.Model)
 	}
@@ -197,6 +199,7 @@ var contextFields = []struct{ Field, Name string }{
 	{"upstream_done_ms", "Upstream done"},
 	{"total_handler_ms", "Total handler time"},
 	{"visible_output_tps", "Visible output TPS"},
+	{"max_output_gap_ms", "Longest output gap"},
 	{"relay_lag_ms", "Relay lag"},
 }
 
@@ -237,6 +240,15 @@ func compareRows(fields map[string]diagnose.FieldContext) []compareRow {
 func peersLink(q viewQuery, from, to time.Time, channel, model string) string {
 	return q.link("requests", "since", "", "from", from.UTC().Format(time.RFC3339), "to", to.UTC().Format(time.RFC3339),
 		"channel", channel, "model", model, "status", "", "group", "", "label", "")
+}
+
+// streamKind names a stream flag for the context's peers, which share it
+// with the request (SPEC.md §4).
+func streamKind(stream bool) string {
+	if stream {
+		return "streaming"
+	}
+	return "non-streaming"
 }
 
 // localVerdicts are the verdicts of a record's labels, in order, with the
@@ -290,6 +302,7 @@ func (h *Handler) compare(ctx context.Context, r *http.Request, q viewQuery, d *
 	if rec.Model != "" {
 		v.Set("model", rec.Model)
 	}
+	v.Set("stream", strconv.FormatBool(rec.Stream))
 	var st statsResp
 	if err := h.call(ctx, r, "/api/stats", v, &st); err != nil {
 		return err
@@ -299,7 +312,7 @@ func (h *Handler) compare(ctx context.Context, r *http.Request, q viewQuery, d *
 		g = st.Groups[0]
 	}
 	peers := max(g.Count-1, 0)
-	d.CompareWindow = fmt.Sprintf("%d other requests on %s for %s within ±%d min of this one", peers, orNone(rec.Channel), orNone(rec.Model), int(compareWindow.Minutes()))
+	d.CompareWindow = fmt.Sprintf("%d other %s requests on %s for %s within ±%d min of this one", peers, streamKind(rec.Stream), orNone(rec.Channel), orNone(rec.Model), int(compareWindow.Minutes()))
 	d.CompareLink = peersLink(q, from, to, rec.Channel, rec.Model)
 	values := map[string]*float64{}
 	put := func(name string, o interface{ Ms() (float64, bool) }) {
@@ -314,6 +327,7 @@ func (h *Handler) compare(ctx context.Context, r *http.Request, q viewQuery, d *
 	put("first_text_delta_ms", f.FirstTextDeltaMs)
 	put("upstream_done_ms", f.UpstreamDoneMs)
 	put("total_handler_ms", f.TotalHandlerMs)
+	put("max_output_gap_ms", f.MaxOutputGapMs)
 	put("relay_lag_ms", f.RelayLag())
 	if v, ok := rec.VisibleOutputTPS.Get(); ok {
 		values["visible_output_tps"] = &v

@@ -23,6 +23,12 @@ type viewQuery struct {
 
 	Model, Channel, Group, Status, Label string
 
+	// Stream is "true" (streaming requests only), "false" (non-streaming
+	// only) or "any"; "" until a view applies its default (streamDefault).
+	// A non-streaming request's headers come with its whole answer, so the
+	// summaries keep the two apart (SPEC.md §4).
+	Stream string
+
 	Cursor string
 	Limit  int
 
@@ -31,7 +37,12 @@ type viewQuery struct {
 }
 
 // viewParams are the parameters a view accepts.
-var viewParams = []string{"since", "from", "to", "model", "channel", "group", "status", "label", "cursor", "limit", "tz"}
+var viewParams = []string{"since", "from", "to", "model", "channel", "group", "status", "label", "stream", "cursor", "limit", "tz"}
+
+// streamChoices are the values of the stream switch, with their names.
+var streamChoices = []struct{ Value, Name string }{
+	{"true", "streaming"}, {"false", "non-streaming"}, {"any", "both"},
+}
 
 // Bounds of a view query.
 const (
@@ -105,6 +116,12 @@ func parseViewQuery(v url.Values, now time.Time) (viewQuery, error) {
 		}
 		q.Status = s
 	}
+	switch s := get("stream"); s {
+	case "", "true", "false", "any":
+		q.Stream = s
+	default:
+		return q, fmt.Errorf("stream: want true, false or any, got %q", s)
+	}
 	q.Cursor = get("cursor")
 	if s := get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -164,6 +181,16 @@ func (q viewQuery) window() url.Values {
 	return v
 }
 
+// streamDefault returns q with its stream switch set to def when the
+// caller left it unset: the summaries (overview, channels) show streaming
+// requests unless asked otherwise, the request list both.
+func (q viewQuery) streamDefault(def string) viewQuery {
+	if q.Stream == "" {
+		q.Stream = def
+	}
+	return q
+}
+
 // filter returns the API parameters of the window and the filters; label
 // only when withLabel (the request list filters by it, the charts do not).
 func (q viewQuery) filter(withLabel bool) url.Values {
@@ -172,6 +199,9 @@ func (q viewQuery) filter(withLabel bool) url.Values {
 		if s != "" {
 			v.Set(k, s)
 		}
+	}
+	if q.Stream == "true" || q.Stream == "false" {
+		v.Set("stream", q.Stream)
 	}
 	if withLabel && q.Label != "" {
 		v.Set("label", q.Label)
@@ -192,7 +222,7 @@ func (q viewQuery) link(view string, set ...string) string {
 	if !q.To.IsZero() {
 		v.Set("to", q.To.Format(time.RFC3339Nano))
 	}
-	for k, s := range map[string]string{"model": q.Model, "channel": q.Channel, "group": q.Group, "status": q.Status, "label": q.Label} {
+	for k, s := range map[string]string{"model": q.Model, "channel": q.Channel, "group": q.Group, "status": q.Status, "label": q.Label, "stream": q.Stream} {
 		if s != "" {
 			v.Set(k, s)
 		}
@@ -212,6 +242,21 @@ func (q viewQuery) link(view string, set ...string) string {
 	}
 	return "#/" + view
 }
+
+// streamText names the stream switch's choice for a person.
+func (q viewQuery) streamText() string {
+	switch q.Stream {
+	case "true":
+		return "streaming requests"
+	case "false":
+		return "non-streaming requests"
+	}
+	return "streaming and non-streaming requests"
+}
+
+// asOf is when the view was made, on the gateway's clock and in the format
+// of the request list's times, for the live badge.
+func (q viewQuery) asOf() string { return q.Now.In(q.TZ).Format("15:04:05") + " " + q.TZ.String() }
 
 // windowText describes the window for a person.
 func (q viewQuery) windowText() string {

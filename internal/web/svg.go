@@ -74,6 +74,10 @@ type timeChart struct {
 	Loc    *time.Location
 	Series []series
 	Link   func(from, to time.Time) string // drill-down of a bucket; nil for none
+	// FamilyMax is the largest value among the charts shown together with
+	// this one (ms): the axis unit is chosen from it, so that one family of
+	// charts has one unit. 0: from this chart's own values.
+	FamilyMax float64
 }
 
 // Geometry of the time charts, in viewBox units. The viewBox keeps its
@@ -100,7 +104,8 @@ func (c timeChart) SVG() template.HTML {
 		}
 	}
 	top, step := niceMax(maxV, 4)
-	div, unit := unitScale(top)
+	familyTop, _ := niceMax(math.Max(maxV, c.FamilyMax), 4)
+	div, unit := unitScale(familyTop)
 	pw, ph := tcW-tcLeft-tcRight, tcH-tcTop-tcBottom
 	span := c.To.Sub(c.From).Seconds()
 	x := func(t time.Time) float64 { return tcLeft + t.Sub(c.From).Seconds()/span*pw }

@@ -84,11 +84,14 @@ type filtersData struct {
 	Statuses   []string
 	Labels     []string
 	ShowLabel  bool
+	// StreamChoices are the stream switch's options; Q.Stream is the
+	// chosen one.
+	StreamChoices []struct{ Value, Name string }
 }
 
 func (h *Handler) filters(view string, p auth.Principal, q viewQuery, models []string) filtersData {
 	fd := filtersData{View: view, Q: q, Presets: sincePresets, Statuses: record.Statuses, Models: models,
-		Groups: h.groups(p), GroupFixed: p.Role != auth.RoleAdmin}
+		Groups: h.groups(p), GroupFixed: p.Role != auth.RoleAdmin, StreamChoices: streamChoices}
 	for _, c := range h.visibleChannels(p) {
 		fd.Channels = append(fd.Channels, c.Name)
 	}
@@ -156,10 +159,13 @@ type overviewData struct {
 	Method       string
 	Bucket       string
 	RequestsLink string
+	Stream       string // which requests the summaries are of
+	AsOf         string // when the view was made (the live badge)
 }
 
 func (h *Handler) overview(r *http.Request, p auth.Principal, q viewQuery) ([]byte, error) {
 	ctx := r.Context()
+	q = q.streamDefault("true")
 	filt := q.filter(false)
 	bucket := bucketFor(q.end().Sub(q.start()), 60)
 	var all, buckets, perModel statsResp
@@ -192,12 +198,23 @@ func (h *Handler) overview(r *http.Request, p auth.Principal, q viewQuery) ([]by
 		Method: all.PercentileMethod, Bucket: durText(bucket),
 		TPSDef:       all.Definitions["visible_output_tps"],
 		RequestsLink: q.link("requests"),
+		Stream:       q.streamText(), AsOf: q.asOf(),
 	}
 	for _, def := range ttftDefs {
 		d.Defs = append(d.Defs, defRow{ttftDef: def, Definition: all.Definitions[def.Field], S: g.Fields[def.Field]})
 	}
 
-	// Time series: one chart per definition, p50 and p95 per bucket.
+	// Time series: one chart per definition, p50 and p95 per bucket, all
+	// four in one unit (that of the largest value among them), so that
+	// the charts of one family read alike.
+	family := 0.0
+	for _, bg := range buckets.Groups {
+		for _, def := range ttftDefs {
+			if v := bg.Fields[def.Field].P95; v != nil {
+				family = math.Max(family, *v)
+			}
+		}
+	}
 	for _, def := range ttftDefs {
 		var p50, p95 []point
 		for _, bg := range buckets.Groups {
@@ -210,7 +227,7 @@ func (h *Handler) overview(r *http.Request, p auth.Principal, q viewQuery) ([]by
 		}
 		c := timeChart{
 			Title: def.Name + " (" + def.Field + ")", Field: def.Field,
-			From: q.start(), To: q.end(), Bucket: bucket, Loc: q.TZ,
+			From: q.start(), To: q.end(), Bucket: bucket, Loc: q.TZ, FamilyMax: family,
 			Series: []series{{Name: "p50", Class: "p50", Points: p50}, {Name: "p95", Class: "p95", Points: p95}},
 			Link: func(from, to time.Time) string {
 				return q.link("requests", "since", "", "from", from.UTC().Format(time.RFC3339), "to", to.UTC().Format(time.RFC3339))
@@ -307,6 +324,7 @@ type requestsData struct {
 	Live    bool
 	Limit   int
 	Legend  []legendItem
+	AsOf    string // when the view was made (the live badge)
 }
 
 type legendItem struct{ Class, Text string }
@@ -317,6 +335,7 @@ var waterfallLegend = []legendItem{
 }
 
 func (h *Handler) requests(r *http.Request, p auth.Principal, q viewQuery) ([]byte, error) {
+	q = q.streamDefault("any")
 	v := q.filter(true)
 	v.Set("limit", strconv.Itoa(q.Limit))
 	if q.Cursor != "" {
@@ -332,7 +351,7 @@ func (h *Handler) requests(r *http.Request, p auth.Principal, q viewQuery) ([]by
 	}
 	scale = waterfallScale(scale)
 	d := requestsData{Filters: h.filters("requests", p, q, nil), Window: q.windowText(), Live: q.Cursor == "",
-		Limit: q.Limit, Legend: waterfallLegend, Scale: ms(scale)}
+		Limit: q.Limit, Legend: waterfallLegend, Scale: ms(scale), AsOf: q.asOf()}
 	d.Filters.ShowLabel = true
 	for i := range list.Requests {
 		rec := &list.Requests[i]
@@ -389,9 +408,16 @@ type channelsData struct {
 	Rows     []channelRow
 	Channels []Channel
 	Method   string
+	Stream   string // which requests the table is of
+	AsOf     string // when the view was made (the live badge)
+	// NoModel counts the requests left out of the table because they name
+	// no model (GET /v1/models, requests refused before a model was read):
+	// they have no latency of a model to compare.
+	NoModel int
 }
 
 func (h *Handler) channels(r *http.Request, p auth.Principal, q viewQuery) ([]byte, error) {
+	q = q.streamDefault("true")
 	var st statsResp
 	v := with(q.filter(false), "fields", ttftFields(), "group_by", "channel,model")
 	if err := h.call(r.Context(), r, "/api/stats", v, &st); err != nil {
@@ -403,9 +429,17 @@ func (h *Handler) channels(r *http.Request, p auth.Principal, q viewQuery) ([]by
 		inflight[c.Name] = c.Inflight
 	}
 	d := channelsData{Filters: h.filters("channels", p, q, nil), Window: q.windowText(), Defs: ttftDefs, Channels: chans,
-		Method: st.PercentileMethod}
+		Method: st.PercentileMethod, Stream: q.streamText(), AsOf: q.asOf()}
 	worst := make([]float64, len(ttftDefs))
+	groups := st.Groups[:0:0]
 	for _, g := range st.Groups {
+		if g.Key["model"] == "" {
+			d.NoModel += g.Count
+			continue
+		}
+		groups = append(groups, g)
+	}
+	for _, g := range groups {
 		row := channelRow{Channel: g.Key["channel"], Model: g.Key["model"], Count: g.Count, Errors: g.Errors,
 			ErrorRate: percent(g.ErrorRate), Inflight: "not configured",
 			Link: q.link("requests", "channel", g.Key["channel"], "model", g.Key["model"])}
@@ -424,7 +458,7 @@ func (h *Handler) channels(r *http.Request, p auth.Principal, q viewQuery) ([]by
 		d.Rows = append(d.Rows, row)
 	}
 	if len(d.Rows) > 1 {
-		for ri, g := range st.Groups {
+		for ri, g := range groups {
 			for i, def := range ttftDefs {
 				if p95 := g.Fields[def.Field].P95; p95 != nil && *p95 == worst[i] && worst[i] > 0 {
 					d.Rows[ri].Cells[i].Worst = true

@@ -189,7 +189,7 @@ func TestRequestDetailTraceB(t *testing.T) {
 		`data-tokens="source">estimate — counted with`, // tokens and their source
 		`<g class="bar-row" data-label="tool">`,        // events by kind
 		"attempt 1 · sim-anthropic",
-		"0 other requests on sim-anthropic for trace-b",
+		"0 other streaming requests on sim-anthropic for trace-b",
 	} {
 		if !strings.Contains(b, want) {
 			t.Errorf("detail lacks %q", want)
@@ -272,8 +272,8 @@ func TestDiagnosisEndpoint(t *testing.T) {
 		`<li class="fired" data-rule="response_to_text_gap">`,
 		`<li class="" data-rule="upstream_headers_slow">`,
 		"Reading: " + scopeText["channel"],
-		"Peers: 3 other requests on sim-anthropic for trace-b from 11:25:00 to 11:55:00 UTC&#43;00:00",
-		`<tr data-field="relay_lag_ms"><td>Relay lag <code>relay_lag_ms</code></td><td class="n">0.050 ms</td>`,
+		"Peers: 3 other streaming requests on sim-anthropic for trace-b from 11:25:00 to 11:55:00 UTC&#43;00:00",
+		`<tr data-field="relay_lag_ms"><td class="name">Relay lag <code>relay_lag_ms</code></td><td class="n" data-th="this request">0.050 ms</td>`,
 		"<td>of them with the same primary verdict</td><td>3</td>",
 	} {
 		if !strings.Contains(b, want) {
@@ -284,8 +284,8 @@ func TestDiagnosisEndpoint(t *testing.T) {
 	// falls back to the record's labels and the stats API.
 	b = fx.get(t, "/ui/view/request/req-b", keyViewerA).body
 	for _, want := range []string{diagnose.Advise(diagnose.ResponseToTextGap).Symptom, "5,800 ms against a threshold of 2,000 ms",
-		"Peers: 3 other requests on sim-anthropic for trace-b within ±15 min of this one",
-		`<tr data-field="first_text_delta_ms"><td>Time to First Visible Text <code>first_text_delta_ms</code></td><td class="n">8,700 ms</td><td class="n">8,700 ms</td>`} {
+		"Peers: 3 other streaming requests on sim-anthropic for trace-b within ±15 min of this one",
+		`<tr data-field="first_text_delta_ms"><td class="name">Time to First Visible Text <code>first_text_delta_ms</code></td><td class="n" data-th="this request">8,700 ms</td><td class="n" data-th="p50">8,700 ms</td>`} {
 		if !strings.Contains(b, want) {
 			t.Errorf("fallback lacks %q", want)
 		}

@@ -145,6 +145,7 @@ var flagsByGap = map[string][]string{
 	diagnose.EventToResponseGap:  {"event_to_response"},
 	diagnose.ResponseToTextGap:   {"response_to_text"},
 	diagnose.GenerationSlow:      {"generation"},
+	diagnose.GenerationStalled:   {"output_gap"},
 }
 
 // detailRows lays out a request's waterfall: local phases, each attempt on
@@ -257,6 +258,20 @@ func detailRows(r *record.Record) (rows []wfRow, scale float64) {
 		// Tool calls or reasoning and no text: the output still ran.
 		rows = append(rows, stretch("output without text: first effective response → upstream done", "generation", "seg-t6", "t6 − t4", r.FirstResponseMs, r.UpstreamDoneMs))
 	}
+	// The longest silence between two content events: a span of its own
+	// origin that ended at max_output_gap_at_ms (from t0), so it is drawn
+	// back from there. Absent with fewer than two content events.
+	gapRow := wfRow{Label: "longest output gap: no content between two events", Gap: "output_gap", Class: "seg-gap",
+		Sub: "max_output_gap_ms, ending at max_output_gap_at_ms"}
+	gap, gok := r.MaxOutputGapMs.Ms()
+	gapEnd, eok := offset(r.MaxOutputGapAtMs)
+	if gok && eok {
+		gapRow.Start, gapRow.End = math.Max(gapEnd-gap, 0), gapEnd
+		gapRow.Text = ms(gap) + " · ended at " + ms(gapEnd)
+	} else {
+		gapRow.Absent, gapRow.Text = true, "absent (fewer than two content events)"
+	}
+	rows = append(rows, gapRow)
 	lag := stretch("relay lag: first text received → sent to client", "relay_lag", "seg-lag", "first_text_sent_ms − first_text_delta_ms", r.FirstTextDeltaMs, r.FirstTextSentMs)
 	rows = append(rows, lag,
 		stretch("tail: upstream done → handler done", "tail", "seg-t7", "t7 − t6", r.UpstreamDoneMs, r.TotalHandlerMs))

@@ -63,6 +63,14 @@
     timer = 0;
   }
 
+  // liveText is the badge of a live part: when the gateway made it, on the
+  // gateway's clock and in the request list's format and zone, so that the
+  // badge and the rows' times can be compared at a glance.
+  function liveText(el) {
+    if (!el) return '';
+    return el.dataset.asof ? 'live · updated ' + el.dataset.asof : 'live';
+  }
+
   function setLive(text) {
     const el = $('#live');
     el.hidden = !text;
@@ -134,7 +142,7 @@
       if (my !== seq) return;
       view.innerHTML = html;
       known = rowIDs();
-      setLive(view.querySelector('[data-live]') ? 'live' : '');
+      setLive(liveText(view.querySelector('[data-live]')));
       schedule(my);
     } catch (err) {
       if (my === seq) failed(err);
@@ -191,7 +199,7 @@
       }
       for (const [id, until] of freshUntil) if (until <= t) freshUntil.delete(id);
       known = rowIDs();
-      setLive('live · updated ' + new Date().toLocaleTimeString());
+      setLive(liveText(view.querySelector('[data-live]')));
     } catch (err) {
       if (my !== seq) return;
       if (err.status === 401) {
