@@ -182,15 +182,8 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.GatewayURL, "gateway-url", "", "")
 	fs.DurationVar(&o.GatewayWait, "gateway-wait", 15*time.Second, "")
 	progress := fs.String("progress", "auto", "")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, benchUsage)
-			return nil
-		}
-		return usageError("%v\n\n%s", err, benchUsage)
-	}
-	if fs.NArg() > 0 {
-		return usageError("unexpected argument %q\n\n%s", fs.Arg(0), benchUsage)
+	if err := parseNoArgs(fs, args, benchUsage, stdout); err != nil {
+		return err
 	}
 	if *keyEnv != "" {
 		if o.Key != "" {
@@ -331,30 +324,13 @@ func benchInputTokens(s string) (mean, sd float64, err error) {
 	return mean, sd, nil
 }
 
-// benchSplitArgs separates positional arguments from flags, which may come in
-// any order.
-func benchSplitArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-}
-
 func benchReport(args []string, stdout io.Writer) error {
 	const usage = "usage: ttfx bench report RUN.json [--html FILE]"
 	fs := flag.NewFlagSet("bench report", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	htmlOut := fs.String("html", "", "")
-	files, err := benchSplitArgs(fs, args)
+	files, err := parseFlags(fs, args, usage+"\n", stdout)
 	if err != nil {
-		return usageError("%v\n%s", err, usage)
+		return err
 	}
 	if len(files) != 1 {
 		return usageError("want one RUN.json, got %d\n%s", len(files), usage)
@@ -386,11 +362,10 @@ func benchReport(args []string, stdout io.Writer) error {
 func benchCompare(args []string, stdout io.Writer) error {
 	const usage = "usage: ttfx bench compare A.json B.json … [--force]"
 	fs := flag.NewFlagSet("bench compare", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	force := fs.Bool("force", false, "")
-	files, err := benchSplitArgs(fs, args)
+	files, err := parseFlags(fs, args, usage+"\n", stdout)
 	if err != nil {
-		return usageError("%v\n%s", err, usage)
+		return err
 	}
 	if len(files) < 2 {
 		return usageError("want at least two result files\n%s", usage)
@@ -422,11 +397,10 @@ func benchCompare(args []string, stdout io.Writer) error {
 func benchMerge(args []string, stdout io.Writer) error {
 	const usage = "usage: ttfx bench merge A.json B.json … --out M.json"
 	fs := flag.NewFlagSet("bench merge", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	out := fs.String("out", "", "")
-	files, err := benchSplitArgs(fs, args)
+	files, err := parseFlags(fs, args, usage+"\n", stdout)
 	if err != nil {
-		return usageError("%v\n%s", err, usage)
+		return err
 	}
 	if len(files) < 2 || *out == "" {
 		return usageError("want at least two result files and --out\n%s", usage)

@@ -54,8 +54,6 @@ func runRequests(ctx context.Context, args []string) error {
 // tests.
 func requestsMain(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("requests", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() { fmt.Fprint(os.Stderr, requestsUsage) }
 	defURL := getenv("TTFX_URL")
 	if defURL == "" {
 		defURL = "http://127.0.0.1:8080"
@@ -70,15 +68,8 @@ func requestsMain(ctx context.Context, args []string, stdout io.Writer, getenv f
 	since := fs.String("since", "", "")
 	limit := fs.Int("limit", 20, "")
 	asJSON := fs.Bool("json", false, "")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.Usage()
-			return nil
-		}
-		return usageError("%v\n%s", err, requestsUsage)
-	}
-	if fs.NArg() > 0 {
-		return usageError("unexpected argument %q\n%s", fs.Arg(0), requestsUsage)
+	if err := parseNoArgs(fs, args, requestsUsage, stdout); err != nil {
+		return err
 	}
 	if *limit < 1 {
 		return usageError("--limit: want at least 1, got %d", *limit)

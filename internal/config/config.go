@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -166,18 +167,54 @@ type Duration time.Duration
 // D returns the duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
-// UnmarshalYAML reads a Go duration string.
+// UnmarshalYAML reads a duration as ParseDuration does ("30s", "720h",
+// "30d").
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	var s string
 	if err := n.Decode(&s); err != nil {
-		return fmt.Errorf("line %d: want a duration like 30s: %w", n.Line, err)
+		return fmt.Errorf("line %d: want a duration like 30s or 30d: %w", n.Line, err)
 	}
-	v, err := time.ParseDuration(s)
+	v, err := ParseDuration(s)
 	if err != nil {
 		return fmt.Errorf("line %d: %w", n.Line, err)
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// ParseDuration reads a Go duration ("90s", "1h30m") that may start with a
+// number of days ("30d", "1d12h"): retention and time windows are thought of
+// in days, and time.ParseDuration has no unit for them. The configuration,
+// the command line and the read API all read durations with it.
+func ParseDuration(s string) (time.Duration, error) {
+	rest, sign := s, time.Duration(1)
+	if r, ok := strings.CutPrefix(rest, "-"); ok {
+		rest, sign = r, -1
+	}
+	i := 0
+	for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+		i++
+	}
+	if i == 0 || i == len(rest) || rest[i] != 'd' {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return 0, fmt.Errorf("invalid duration %q (want e.g. 90s, 15m, 12h, 30d)", s)
+		}
+		return d, nil
+	}
+	days, err := strconv.Atoi(rest[:i])
+	if err != nil || days > 106751 { // time.Duration's range: about 292 years
+		return 0, fmt.Errorf("invalid duration %q: too many days", s)
+	}
+	d := time.Duration(days) * 24 * time.Hour
+	if rest = rest[i+1:]; rest != "" {
+		more, err := time.ParseDuration(rest)
+		if err != nil || more < 0 {
+			return 0, fmt.Errorf("invalid duration %q (want e.g. 90s, 15m, 12h, 30d, 1d12h)", s)
+		}
+		d += more
+	}
+	return sign * d, nil
 }
 
 // Load reads the file at path, resolves secrets from the environment
@@ -190,15 +227,29 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 	return Parse(b, getenv)
 }
 
+// LoadUnresolved reads the file at path without resolving its environment
+// variables or validating it: for commands that need only where the store is
+// and what the keys are named (`ttfx keys`), on a machine that may not hold
+// the gateway's secrets.
+func LoadUnresolved(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	c, err := decode(b)
+	if err != nil {
+		return nil, err
+	}
+	c.applyDefaults()
+	return c, nil
+}
+
 // Parse reads a configuration from YAML bytes. Unknown fields are errors,
 // so a typo does not silently fall back to a default.
 func Parse(b []byte, getenv func(string) string) (*Config, error) {
-	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	// An empty file is all defaults: the decoder reports io.EOF for it.
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("parse config: %w", err)
+	c, err := decode(b)
+	if err != nil {
+		return nil, err
 	}
 	c.applyDefaults()
 	if err := c.resolve(getenv); err != nil {
@@ -206,6 +257,18 @@ func Parse(b []byte, getenv func(string) string) (*Config, error) {
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
+	}
+	return c, nil
+}
+
+// decode reads the YAML; unknown fields are errors.
+func decode(b []byte) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	// An empty file is all defaults: the decoder reports io.EOF for it.
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("parse config: %w", err)
 	}
 	return &c, nil
 }
