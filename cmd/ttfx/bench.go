@@ -156,13 +156,13 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Int64Var(&o.ArrivalSeed, "arrival-seed", 1, "")
 	fs.IntVar(&o.MaxInflight, "max-inflight", 0, "")
 	fs.IntVar(&o.Requests, "requests", 0, "")
-	fs.DurationVar(&o.Duration, "duration", 0, "")
+	durationVar(fs, &o.Duration, "duration", 0)
 	fs.IntVar(&o.Warmup, "warmup", 0, "")
 	input := fs.String("input-tokens", "256", "")
 	fs.Int64Var(&o.PromptSeed, "prompt-seed", 1, "")
 	fs.IntVar(&o.MaxTokens, "max-tokens", 256, "")
 	fs.BoolVar(&o.Stream, "stream", true, "")
-	fs.DurationVar(&o.Timeout, "timeout", 2*time.Minute, "")
+	durationVar(fs, &o.Timeout, "timeout", 2*time.Minute)
 	fs.StringVar(&o.ReasoningEffort, "reasoning-effort", "", "")
 	toolsFile := fs.String("tools", "", "")
 	var temp, topP benchOptFloat
@@ -172,7 +172,9 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var(&seed, "seed", "")
 	fs.IntVar(&o.Retry.Max, "retries", 0, "")
 	retryOn := fs.String("retry-on", "", "")
-	backoff := fs.Duration("retry-backoff", 0, "")
+	var backoffD time.Duration
+	backoff := &backoffD
+	durationVar(fs, backoff, "retry-backoff", 0)
 	lbl := benchLabels{}
 	fs.Var(lbl, "label", "")
 	out := fs.String("out", "", "")
@@ -180,7 +182,7 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.GatewayKey, "gateway-key", "", "")
 	gwKeyEnv := fs.String("gateway-key-env", "", "")
 	fs.StringVar(&o.GatewayURL, "gateway-url", "", "")
-	fs.DurationVar(&o.GatewayWait, "gateway-wait", 15*time.Second, "")
+	durationVar(fs, &o.GatewayWait, "gateway-wait", 15*time.Second)
 	progress := fs.String("progress", "auto", "")
 	if err := parseNoArgs(fs, args, benchUsage, stdout); err != nil {
 		return err

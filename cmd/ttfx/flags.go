@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
+
+	"github.com/ttfx/ttfx/internal/config"
 )
 
 // errHelp: the command printed its usage because --help asked for it; ttfx
@@ -61,4 +64,24 @@ func parseNoArgs(fs *flag.FlagSet, args []string, usage string, stdout io.Writer
 		err = usageError("unexpected argument %q\n\n%s", pos[0], strings.TrimRight(usage, "\n"))
 	}
 	return err
+}
+
+// durationVar defines a duration flag that takes days too ("7d", "1d12h"),
+// as every duration of ttfx does (config.ParseDuration).
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, value time.Duration) {
+	*p = value
+	fs.Var((*durationFlag)(p), name, "")
+}
+
+type durationFlag time.Duration
+
+func (f *durationFlag) String() string { return time.Duration(*f).String() }
+
+func (f *durationFlag) Set(s string) error {
+	d, err := config.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*f = durationFlag(d)
+	return nil
 }

@@ -57,8 +57,8 @@ func keysMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	name := fset.String("name", "", "")
 	role := fset.String("role", "", "")
 	group := fset.String("group", "", "")
-	grace := durationFlag{d: server.DefaultRotateGrace}
-	fset.Var(&grace, "grace", "")
+	var grace time.Duration
+	durationVar(fset, &grace, "grace", server.DefaultRotateGrace)
 	pos, err := parseFlags(fset, args, keysUsage, stdout)
 	if err != nil {
 		return err
@@ -132,16 +132,16 @@ func keysMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stderr, "made key %s (%s%s) in %s; gateways on it accept it within %s.\nthe secret is shown this once: only its hash is kept.\n",
 			g.Name, g.Role, groupText(g.Group), where, server.DefaultKeyPoll)
 	case "rotate":
-		if grace.d < 0 {
+		if grace < 0 {
 			return usageError("--grace must not be negative")
 		}
-		g, err := server.RotateKey(ctx, st, pos[0], grace.d)
+		g, err := server.RotateKey(ctx, st, pos[0], grace)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout, g.Export())
 		fmt.Fprintf(stderr, "new secret for %s in %s; gateways on it accept it within %s.\nthe old secret keeps working for the grace period of %s, until %s (--grace sets it).\n",
-			g.Name, where, server.DefaultKeyPoll, grace.d, time.Now().Add(grace.d).Format(timeLayout))
+			g.Name, where, server.DefaultKeyPoll, grace, time.Now().Add(grace).Format(timeLayout))
 	case "revoke":
 		n, err := server.RevokeKey(ctx, st, pos[0])
 		if err != nil {
@@ -206,19 +206,4 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
-}
-
-// durationFlag is a duration flag that takes days too ("7d", "1d12h"), as
-// every duration of ttfx does (config.ParseDuration).
-type durationFlag struct{ d time.Duration }
-
-func (f *durationFlag) String() string { return f.d.String() }
-
-func (f *durationFlag) Set(s string) error {
-	d, err := config.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	f.d = d
-	return nil
 }

@@ -34,6 +34,11 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if cfg != nil {
+		for _, w := range cfg.Warnings() {
+			logger.Warn(w)
+		}
+	}
 	srv, err := server.New(ctx, server.Options{Config: cfg, Listen: *listen, Logger: logger})
 	if err != nil {
 		return err
