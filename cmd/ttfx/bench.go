@@ -22,9 +22,9 @@ func init() {
 
 // Exit codes of ttfx bench beyond 0, 1 (error) and 2 (usage).
 const (
-	// exitNotComparable: compare or merge found runs whose conditions
-	// differ in something that affects speed (also with --force, which
-	// only shows the table anyway).
+	// exitNotComparable: compare (without --force) or merge found runs
+	// whose conditions differ in something that affects speed, other than
+	// load alone for compare.
 	exitNotComparable = 3
 	// exitAllFailed: a run in which every measured request failed (the
 	// result is still written).
@@ -34,7 +34,9 @@ const (
 const benchUsage = `usage:
   ttfx bench --url URL --api API --model M [flags]      run a benchmark
   ttfx bench report RUN.json [--html FILE]               print a result's summary (and write a page)
-  ttfx bench compare A.json B.json … [--force]           p50/p95/p99 side by side, only for comparable runs
+  ttfx bench compare A.json B.json … [--force]           p50/p95/p99 side by side, in the order given: for comparable runs,
+                                                         or as a load series for runs that differ only in concurrency or rate;
+                                                         --force shows any runs (marked NOT COMPARABLE) and exits 0
   ttfx bench merge A.json B.json … --out M.json          combine runs of the same conditions exactly
 
 Run flags:
@@ -63,8 +65,9 @@ Run flags:
   --gateway-url URL      where the gateway's /api is (default: --url's host); --gateway-wait D (default 15s)
   --progress auto|on|off progress on stderr (default auto: on a terminal)
 
-Exit codes: 0 done; 1 error; 2 usage; 3 compare/merge: the runs' conditions differ in something
-that affects speed (the differences are named); 4 every measured request failed (result written).
+Exit codes: 0 done; 1 error; 2 usage; 3 compare (without --force) or merge: the runs' conditions differ
+in something that affects speed other than load alone (the differences are named); 4 every measured
+request failed (result written).
 `
 
 func runBench(ctx context.Context, args []string) error {
@@ -234,6 +237,9 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if _, _, err := bench.Setup(o); err != nil {
 		return usageError("%v", err)
 	}
+	if o.Key == "" {
+		fmt.Fprintln(stderr, "ttfx bench: warning: no key given (--key or --key-env): a gateway or provider that needs one answers every request with 401")
+	}
 
 	var show bool
 	switch *progress {
@@ -378,22 +384,23 @@ func benchCompare(args []string, stdout io.Writer) error {
 	}
 	c := bench.Compare(names, runs)
 	c.WriteDifferences(stdout)
-	if !c.Comparable() {
-		if *force {
+	if _, _, _, series := c.SeriesAxis(); c.Comparable() || series || *force {
+		// A load series (the runs differ only in concurrency or rate)
+		// is shown as one; --force shows runs that differ in more,
+		// marked as no ranking, and is not a failure: the user asked.
+		if len(c.Differences) > 1 && !c.Comparable() {
 			fmt.Fprintln(stdout)
-			if err := c.WriteTable(stdout); err != nil {
-				return err
-			}
 		}
-		var fields []string
-		for _, ds := range c.Differences {
-			for _, d := range bench.Blocking(ds) {
-				fields = append(fields, d.Field)
-			}
-		}
-		return &exitError{code: exitNotComparable, err: fmt.Errorf("not comparable: conditions differ in %s", strings.Join(benchDedupe(fields), ", "))}
+		return c.WriteTable(stdout)
 	}
-	return c.WriteTable(stdout)
+	var fields []string
+	for _, ds := range c.Differences {
+		for _, d := range bench.Blocking(ds) {
+			fields = append(fields, d.Field)
+		}
+	}
+	return &exitError{code: exitNotComparable, err: fmt.Errorf("not comparable: conditions differ in %s; runs that differ only in load (concurrency or rate) are shown as a series, and --force prints the table anyway, as no ranking",
+		strings.Join(benchDedupe(fields), ", "))}
 }
 
 func benchMerge(args []string, stdout io.Writer) error {
