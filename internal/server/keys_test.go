@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ttfx/ttfx/internal/auth"
 	"github.com/ttfx/ttfx/internal/config"
 	"github.com/ttfx/ttfx/internal/server"
 	"github.com/ttfx/ttfx/internal/sim"
@@ -128,5 +129,28 @@ channels: [{name: up, protocol: openai, base_url: %q}]
 	}
 	if status(t, srv.URL(), "client-k") != 200 {
 		t.Fatal("the configured key stopped working")
+	}
+}
+
+// TestLegacyKeyFile: the keys of a ttfx.keys.json left by an earlier
+// version go into the store on the first start after it, so they keep
+// working, and nothing new is made.
+func TestLegacyKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	const secret = "ttfx-client-legacy-0123456789"
+	legacy := fmt.Sprintf(`{"keys":[{"name":"client","role":"client","group":"default","sha256":%q}],"user_hash_key":"00112233445566778899aabbccddeeff"}`,
+		auth.HashKey(secret).String())
+	if err := os.WriteFile(filepath.Join(dir, "ttfx.keys.json"), []byte(legacy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := start(t, server.Options{Dir: dir})
+	if len(srv.Generated()) != 0 || strings.Join(srv.StoredKeys(), ",") != "client" {
+		t.Fatalf("made %+v, stored %v", srv.Generated(), srv.StoredKeys())
+	}
+	if status(t, srv.URL(), secret) != 200 {
+		t.Fatal("the legacy key is refused")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ttfx.db.userkey")); err == nil {
+		t.Fatal("a new user-hash key was made beside the legacy one")
 	}
 }
