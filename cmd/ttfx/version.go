@@ -8,6 +8,8 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/ttfx/ttfx/internal/bench"
 )
 
 func init() {
@@ -23,13 +25,15 @@ func runVersion(_ context.Context, args []string) error {
 	return nil
 }
 
-// writeVersion prints the module version (a tag, a pseudo-version, or
-// "(devel)" for a build from a work tree), the commit and its time when the
-// build recorded them, and the Go toolchain.
+// writeVersion prints the version — the one a release build sets (the
+// same bench.Version every benchmark result records), else the module's (a
+// tag or pseudo-version for `go install …@v…`, "(devel)" for a build from
+// a work tree) — the commit and its time when the build recorded them, and
+// the Go toolchain.
 func writeVersion(w io.Writer) {
-	version, commit, when, modified := "(devel)", "", "", false
+	version, commit, when, modified := bench.Version, "", "", false
 	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Version != "" {
+		if version == "dev" && bi.Main.Version != "" {
 			version = bi.Main.Version
 		}
 		for _, s := range bi.Settings {
