@@ -22,9 +22,9 @@ func init() {
 
 // Exit codes of ttfx bench beyond 0, 1 (error) and 2 (usage).
 const (
-	// exitNotComparable: compare or merge found runs whose conditions
-	// differ in something that affects speed (also with --force, which
-	// only shows the table anyway).
+	// exitNotComparable: compare (without --force) or merge found runs
+	// whose conditions differ in something that affects speed, other than
+	// load alone for compare.
 	exitNotComparable = 3
 	// exitAllFailed: a run in which every measured request failed (the
 	// result is still written).
@@ -34,7 +34,9 @@ const (
 const benchUsage = `usage:
   ttfx bench --url URL --api API --model M [flags]      run a benchmark
   ttfx bench report RUN.json [--html FILE]               print a result's summary (and write a page)
-  ttfx bench compare A.json B.json … [--force]           p50/p95/p99 side by side, only for comparable runs
+  ttfx bench compare A.json B.json … [--force]           p50/p95/p99 side by side, in the order given: for comparable runs,
+                                                         or as a load series for runs that differ only in concurrency or rate;
+                                                         --force shows any runs (marked NOT COMPARABLE) and exits 0
   ttfx bench merge A.json B.json … --out M.json          combine runs of the same conditions exactly
 
 Run flags:
@@ -63,8 +65,9 @@ Run flags:
   --gateway-url URL      where the gateway's /api is (default: --url's host); --gateway-wait D (default 15s)
   --progress auto|on|off progress on stderr (default auto: on a terminal)
 
-Exit codes: 0 done; 1 error; 2 usage; 3 compare/merge: the runs' conditions differ in something
-that affects speed (the differences are named); 4 every measured request failed (result written).
+Exit codes: 0 done; 1 error; 2 usage; 3 compare (without --force) or merge: the runs' conditions differ
+in something that affects speed other than load alone (the differences are named); 4 every measured
+request failed (result written).
 `
 
 func runBench(ctx context.Context, args []string) error {
@@ -156,13 +159,13 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Int64Var(&o.ArrivalSeed, "arrival-seed", 1, "")
 	fs.IntVar(&o.MaxInflight, "max-inflight", 0, "")
 	fs.IntVar(&o.Requests, "requests", 0, "")
-	fs.DurationVar(&o.Duration, "duration", 0, "")
+	durationVar(fs, &o.Duration, "duration", 0)
 	fs.IntVar(&o.Warmup, "warmup", 0, "")
 	input := fs.String("input-tokens", "256", "")
 	fs.Int64Var(&o.PromptSeed, "prompt-seed", 1, "")
 	fs.IntVar(&o.MaxTokens, "max-tokens", 256, "")
 	fs.BoolVar(&o.Stream, "stream", true, "")
-	fs.DurationVar(&o.Timeout, "timeout", 2*time.Minute, "")
+	durationVar(fs, &o.Timeout, "timeout", 2*time.Minute)
 	fs.StringVar(&o.ReasoningEffort, "reasoning-effort", "", "")
 	toolsFile := fs.String("tools", "", "")
 	var temp, topP benchOptFloat
@@ -172,7 +175,9 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var(&seed, "seed", "")
 	fs.IntVar(&o.Retry.Max, "retries", 0, "")
 	retryOn := fs.String("retry-on", "", "")
-	backoff := fs.Duration("retry-backoff", 0, "")
+	var backoffD time.Duration
+	backoff := &backoffD
+	durationVar(fs, backoff, "retry-backoff", 0)
 	lbl := benchLabels{}
 	fs.Var(lbl, "label", "")
 	out := fs.String("out", "", "")
@@ -180,17 +185,10 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.GatewayKey, "gateway-key", "", "")
 	gwKeyEnv := fs.String("gateway-key-env", "", "")
 	fs.StringVar(&o.GatewayURL, "gateway-url", "", "")
-	fs.DurationVar(&o.GatewayWait, "gateway-wait", 15*time.Second, "")
+	durationVar(fs, &o.GatewayWait, "gateway-wait", 15*time.Second)
 	progress := fs.String("progress", "auto", "")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, benchUsage)
-			return nil
-		}
-		return usageError("%v\n\n%s", err, benchUsage)
-	}
-	if fs.NArg() > 0 {
-		return usageError("unexpected argument %q\n\n%s", fs.Arg(0), benchUsage)
+	if err := parseNoArgs(fs, args, benchUsage, stdout); err != nil {
+		return err
 	}
 	if *keyEnv != "" {
 		if o.Key != "" {
@@ -238,6 +236,9 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if _, _, err := bench.Setup(o); err != nil {
 		return usageError("%v", err)
+	}
+	if o.Key == "" {
+		fmt.Fprintln(stderr, "ttfx bench: warning: no key given (--key or --key-env): a gateway or provider that needs one answers every request with 401")
 	}
 
 	var show bool
@@ -331,30 +332,13 @@ func benchInputTokens(s string) (mean, sd float64, err error) {
 	return mean, sd, nil
 }
 
-// benchSplitArgs separates positional arguments from flags, which may come in
-// any order.
-func benchSplitArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-}
-
 func benchReport(args []string, stdout io.Writer) error {
 	const usage = "usage: ttfx bench report RUN.json [--html FILE]"
 	fs := flag.NewFlagSet("bench report", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	htmlOut := fs.String("html", "", "")
-	files, err := benchSplitArgs(fs, args)
+	files, err := parseFlags(fs, args, usage+"\n", stdout)
 	if err != nil {
-		return usageError("%v\n%s", err, usage)
+		return err
 	}
 	if len(files) != 1 {
 		return usageError("want one RUN.json, got %d\n%s", len(files), usage)
@@ -386,11 +370,10 @@ func benchReport(args []string, stdout io.Writer) error {
 func benchCompare(args []string, stdout io.Writer) error {
 	const usage = "usage: ttfx bench compare A.json B.json … [--force]"
 	fs := flag.NewFlagSet("bench compare", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	force := fs.Bool("force", false, "")
-	files, err := benchSplitArgs(fs, args)
+	files, err := parseFlags(fs, args, usage+"\n", stdout)
 	if err != nil {
-		return usageError("%v\n%s", err, usage)
+		return err
 	}
 	if len(files) < 2 {
 		return usageError("want at least two result files\n%s", usage)
@@ -401,32 +384,32 @@ func benchCompare(args []string, stdout io.Writer) error {
 	}
 	c := bench.Compare(names, runs)
 	c.WriteDifferences(stdout)
-	if !c.Comparable() {
-		if *force {
+	if _, _, _, series := c.SeriesAxis(); c.Comparable() || series || *force {
+		// A load series (the runs differ only in concurrency or rate)
+		// is shown as one; --force shows runs that differ in more,
+		// marked as no ranking, and is not a failure: the user asked.
+		if len(c.Differences) > 1 && !c.Comparable() {
 			fmt.Fprintln(stdout)
-			if err := c.WriteTable(stdout); err != nil {
-				return err
-			}
 		}
-		var fields []string
-		for _, ds := range c.Differences {
-			for _, d := range bench.Blocking(ds) {
-				fields = append(fields, d.Field)
-			}
-		}
-		return &exitError{code: exitNotComparable, err: fmt.Errorf("not comparable: conditions differ in %s", strings.Join(benchDedupe(fields), ", "))}
+		return c.WriteTable(stdout)
 	}
-	return c.WriteTable(stdout)
+	var fields []string
+	for _, ds := range c.Differences {
+		for _, d := range bench.Blocking(ds) {
+			fields = append(fields, d.Field)
+		}
+	}
+	return &exitError{code: exitNotComparable, err: fmt.Errorf("not comparable: conditions differ in %s; runs that differ only in load (concurrency or rate) are shown as a series, and --force prints the table anyway, as no ranking",
+		strings.Join(benchDedupe(fields), ", "))}
 }
 
 func benchMerge(args []string, stdout io.Writer) error {
 	const usage = "usage: ttfx bench merge A.json B.json … --out M.json"
 	fs := flag.NewFlagSet("bench merge", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	out := fs.String("out", "", "")
-	files, err := benchSplitArgs(fs, args)
+	files, err := parseFlags(fs, args, usage+"\n", stdout)
 	if err != nil {
-		return usageError("%v\n%s", err, usage)
+		return err
 	}
 	if len(files) < 2 || *out == "" {
 		return usageError("want at least two result files and --out\n%s", usage)

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -59,10 +60,27 @@ func TestBenchCommand(t *testing.T) {
 	if out, err := run("compare", a, b); err != nil {
 		t.Fatalf("compare of identical conditions: %v\n%s", err, out)
 	}
-	out, err := run("compare", a, c)
+	// Runs that differ only in load are a series along that condition,
+	// in the order given.
+	out, err := run("compare", c, a)
+	if err != nil || !strings.Contains(out, "load series over concurrency (workers): 4, 2") ||
+		!regexp.MustCompile(`metric\s+stat\s+concurrency=4 \(c\.json\)\s+concurrency=2 \(a\.json\)`).MatchString(out) {
+		t.Fatalf("compare of a concurrency sweep: %v\n%s", err, out)
+	}
+	// Anything else is refused as a ranking; the refusal names --force,
+	// which shows the table anyway and is no failure.
+	d := filepath.Join(dir, "d.json")
+	if out, err := run(append(common[:len(common)-1:len(common)-1], "region=elsewhere", "--concurrency", "2", "--out", d)...); err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	out, err = run("compare", a, d)
 	var ee *exitError
-	if !errors.As(err, &ee) || ee.code == 0 || !strings.Contains(err.Error()+out, "concurrency") {
-		t.Fatalf("compare of different concurrency: %v\n%s", err, out)
+	if !errors.As(err, &ee) || ee.code != exitNotComparable || !strings.Contains(err.Error(), "labels.region") || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("compare of different regions: %v\n%s", err, out)
+	}
+	out, err = run("compare", a, d, c, "--force")
+	if err != nil || !strings.Contains(out, "NOT COMPARABLE") {
+		t.Fatalf("compare --force: %v\n%s", err, out)
 	}
 	m := filepath.Join(dir, "m.json")
 	if out, err := run("merge", a, b, "--out", m); err != nil {
@@ -73,5 +91,24 @@ func TestBenchCommand(t *testing.T) {
 	json.Unmarshal(raw, &res)
 	if len(res.Requests) != 8 {
 		t.Fatalf("merged %d requests, want 8", len(res.Requests))
+	}
+}
+
+// TestBenchNamesFailures: a run without a key warns that none was given,
+// and its summary names the failures by HTTP status and error code.
+func TestBenchNamesFailures(t *testing.T) {
+	up := httptest.NewServer(sim.New(sim.Options{APIKey: "upstream-key"}))
+	defer up.Close()
+	var out, errb bytes.Buffer
+	err := benchMain(context.Background(), []string{"--url", up.URL, "--model", "fast", "--requests", "2"}, &out, &errb)
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != exitAllFailed {
+		t.Fatalf("a run of 401s: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(errb.String(), "warning: no key given") {
+		t.Errorf("no warning about the missing key:\n%s", errb.String())
+	}
+	if !regexp.MustCompile(`(?m)^  failures: 401 \S+ × 2$`).MatchString(out.String()) {
+		t.Errorf("the summary does not name the failures:\n%s", out.String())
 	}
 }

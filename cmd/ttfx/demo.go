@@ -18,8 +18,8 @@ func runDemo(ctx context.Context, args []string) error {
 	stay := fs.Bool("stay", false, "keep the demo gateway serving after the traffic, until Ctrl-C")
 	listen := fs.String("listen", "", "gateway `address` (default 127.0.0.1:8080, or a free port if taken)")
 	dir := fs.String("dir", "", "`directory` of ttfx.db and ttfx.keys.json (default: the working directory)")
-	if err := fs.Parse(args); err != nil {
-		return usageError("%v", err)
+	if err := parseNoArgs(fs, args, "usage: ttfx demo [--stay] [--listen ADDR] [--dir DIR]\n", os.Stdout); err != nil {
+		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	return demo.Run(ctx, demo.Options{Dir: *dir, Listen: *listen, Stay: *stay, Out: os.Stdout, Logger: log})

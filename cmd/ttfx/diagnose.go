@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/ttfx/ttfx/internal/api"
 	"github.com/ttfx/ttfx/internal/diagnose"
@@ -34,7 +34,6 @@ func runDiagnose(ctx context.Context, args []string) error {
 
 func diagnoseMain(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("diagnose", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	defURL := getenv("TTFX_URL")
 	if defURL == "" {
 		defURL = "http://127.0.0.1:8080"
@@ -42,15 +41,14 @@ func diagnoseMain(ctx context.Context, args []string, stdout io.Writer, getenv f
 	base := fs.String("url", defURL, "")
 	key := fs.String("key", getenv("TTFX_ADMIN_KEY"), "")
 	asJSON := fs.Bool("json", false, "")
-	if err := fs.Parse(args); err != nil {
-		fmt.Fprint(os.Stderr, diagnoseUsage)
-		return usageError("%v", err)
+	ids, err := parseFlags(fs, args, diagnoseUsage, stdout)
+	if err != nil {
+		return err
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprint(os.Stderr, diagnoseUsage)
-		return usageError("want one request id")
+	if len(ids) != 1 {
+		return usageError("want one request id, got %d\n\n%s", len(ids), strings.TrimRight(diagnoseUsage, "\n"))
 	}
-	id := fs.Arg(0)
+	id := ids[0]
 	c := &api.Client{BaseURL: *base, Key: *key}
 	rec, err := c.Request(ctx, id)
 	if err != nil {

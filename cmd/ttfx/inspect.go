@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -45,24 +44,10 @@ func runInspect(_ context.Context, args []string) error {
 // inspectMain is runInspect with its input and output given, for tests.
 func inspectMain(args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	apiName := fs.String("api", "", "API of the stream (detected when empty)")
-	fs.Usage = func() { fmt.Fprint(os.Stderr, inspectUsage) }
-	// Flags may come before or after the file name.
-	var files []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fs.Usage()
-				return nil
-			}
-			return usageError("%v\n%s", err, inspectUsage)
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		files = append(files, fs.Arg(0))
-		args = fs.Args()[1:]
+	apiName := fs.String("api", "", "")
+	files, err := parseFlags(fs, args, inspectUsage, stdout)
+	if err != nil {
+		return err
 	}
 	if len(files) != 1 {
 		return usageError("want one FILE or -, got %d\n%s", len(files), inspectUsage)
@@ -77,7 +62,6 @@ func inspectMain(args []string, stdin io.Reader, stdout io.Writer) error {
 	}
 
 	var data []byte
-	var err error
 	if files[0] == "-" {
 		data, err = io.ReadAll(stdin)
 	} else {

@@ -54,8 +54,6 @@ func runRequests(ctx context.Context, args []string) error {
 // tests.
 func requestsMain(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("requests", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() { fmt.Fprint(os.Stderr, requestsUsage) }
 	defURL := getenv("TTFX_URL")
 	if defURL == "" {
 		defURL = "http://127.0.0.1:8080"
@@ -70,15 +68,8 @@ func requestsMain(ctx context.Context, args []string, stdout io.Writer, getenv f
 	since := fs.String("since", "", "")
 	limit := fs.Int("limit", 20, "")
 	asJSON := fs.Bool("json", false, "")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.Usage()
-			return nil
-		}
-		return usageError("%v\n%s", err, requestsUsage)
-	}
-	if fs.NArg() > 0 {
-		return usageError("unexpected argument %q\n%s", fs.Arg(0), requestsUsage)
+	if err := parseNoArgs(fs, args, requestsUsage, stdout); err != nil {
+		return err
 	}
 	if *limit < 1 {
 		return usageError("--limit: want at least 1, got %d", *limit)
@@ -99,6 +90,7 @@ func requestsMain(ctx context.Context, args []string, stdout io.Writer, getenv f
 
 	c := &api.Client{BaseURL: *base, Key: *key}
 	var recs []record.Record
+	more := false // the API has rows past the last one fetched
 	for len(recs) < *limit {
 		q.Set("limit", strconv.Itoa(min(*limit-len(recs), store.MaxLimit)))
 		page, err := c.Requests(ctx, q)
@@ -110,7 +102,7 @@ func requestsMain(ctx context.Context, args []string, stdout io.Writer, getenv f
 			return fmt.Errorf("%s: %w", *base, err)
 		}
 		recs = append(recs, page.Requests...)
-		if page.NextCursor == nil {
+		if more = page.NextCursor != nil; !more {
 			break
 		}
 		q.Set("cursor", *page.NextCursor)
@@ -125,10 +117,16 @@ func requestsMain(ctx context.Context, args []string, stdout io.Writer, getenv f
 		}
 		return nil
 	}
-	return printRequests(stdout, recs, time.Local)
+	if err := printRequests(stdout, recs, time.Local); err != nil {
+		return err
+	}
+	if more {
+		fmt.Fprintf(stdout, "(the newest %d shown; more requests match: --limit N shows more, --since or a filter fewer)\n", len(recs))
+	}
+	return nil
 }
 
-// printRequests writes recs as a table.
+// printRequests writes recs as a table; times are in loc, with its zone.
 func printRequests(w io.Writer, recs []record.Record, loc *time.Location) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTIME\tAPI\tMODEL\tCHANNEL\tSTATUS\tHEADERS ms\tFIRST RESP ms\tFIRST TEXT ms\tTOTAL ms\tTPS\tVERDICT")
@@ -145,7 +143,7 @@ func printRequests(w io.Writer, recs []record.Record, loc *time.Location) error 
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			printable(r.RequestID), r.Timestamp.In(loc).Format("2006-01-02 15:04:05"),
+			printable(r.RequestID), r.Timestamp.In(loc).Format(timeLayout),
 			printable(r.API), printable(orDash(r.Model)), printable(orDash(r.Channel)), printable(st),
 			msCell(r.UpstreamHeadersMs.Ms()), msCell(r.FirstResponseMs.Ms()), msCell(r.FirstTextDeltaMs.Ms()),
 			msCell(r.TotalHandlerMs.Ms()), rateCell(r.VisibleOutputTPS), printable(verdict))

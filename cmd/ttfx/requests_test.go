@@ -80,13 +80,35 @@ func TestRequestsTable(t *testing.T) {
 	}
 	traceB := strings.Fields(lines[3])
 	want := []string{"req-00003", "openai.chat", "trace-b", "sim", "ok", "240.0", "2900.0", "8700.0", "10200.0", "55.0", "response_to_text_gap", "+1"}
-	got := append(traceB[:1:1], traceB[3:]...) // skip the date and time
+	got := append(traceB[:1:1], traceB[4:]...) // skip the date, time and zone
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("trace B row\n got %v\nwant %v", got, want)
 	}
-	// id, date, time, api, model, channel, "header_timeout", "504", then five absent values.
-	if f := strings.Fields(lines[1]); strings.Join(f[8:13], " ") != "- - - - -" || f[13] != "header_timeout" {
+	// id, date, time, zone, api, model, channel, "header_timeout", "504", then five absent values.
+	f := strings.Fields(lines[1])
+	if strings.Join(f[9:14], " ") != "- - - - -" || f[14] != "header_timeout" {
 		t.Errorf("absent fields not shown as -: %q", lines[1])
+	}
+	// The time says its zone.
+	if zone, _ := time.Now().Zone(); f[3] != zone {
+		t.Errorf("time %s %s %s: want the zone %s", f[1], f[2], f[3], zone)
+	}
+	if strings.Contains(out.String(), "more requests match") {
+		t.Errorf("all 6 shown, yet it says more match:\n%s", out.String())
+	}
+}
+
+// TestRequestsSaysMoreExist: a table cut at --limit says that more
+// requests match, and how to see them.
+func TestRequestsSaysMoreExist(t *testing.T) {
+	srv := requestsServer(t, 6)
+	var out bytes.Buffer
+	if err := requestsMain(context.Background(), []string{"--url", srv.URL, "--key", testAdminKey, "--limit", "4"}, &out, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 6 || !strings.Contains(lines[5], "the newest 4 shown; more requests match") {
+		t.Fatalf("want a header, 4 rows and a note:\n%s", out.String())
 	}
 }
 

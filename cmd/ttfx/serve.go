@@ -20,8 +20,8 @@ func runServe(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	configPath := fs.String("config", "", "YAML configuration `file` (SPEC §10); none: zero-config gateway")
 	listen := fs.String("listen", "", "listen `address`, overriding the configuration")
-	if err := fs.Parse(args); err != nil {
-		return usageError("%v", err)
+	if err := parseNoArgs(fs, args, "usage: ttfx serve [--config FILE] [--listen ADDR]\n", os.Stdout); err != nil {
+		return err
 	}
 	var cfg *config.Config
 	var err error
@@ -34,6 +34,11 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if cfg != nil {
+		for _, w := range cfg.Warnings() {
+			logger.Warn(w)
+		}
+	}
 	srv, err := server.New(ctx, server.Options{Config: cfg, Listen: *listen, Logger: logger})
 	if err != nil {
 		return err
@@ -42,24 +47,13 @@ func runServe(ctx context.Context, args []string) error {
 	if cfg == nil {
 		fmt.Printf("zero-config: store sqlite:ttfx.db, simulator channels sim-openai, sim-anthropic, sim-gemini at %s\n", srv.SimURL())
 	}
-	printKeys(srv.Generated())
+	hint := "ttfx keys"
+	if *configPath != "" {
+		hint += " --config " + *configPath
+	}
+	srv.WriteKeys(os.Stdout, hint)
 	fmt.Printf("dashboard: %s/ui/   metrics: %s/metrics   API: %s/api/requests\n", srv.URL(), srv.URL(), srv.URL())
 	return srv.Serve(ctx)
-}
-
-// printKeys shows keys generated on this start, once: only their hashes are kept.
-func printKeys(keys []server.Generated) {
-	if len(keys) == 0 {
-		return
-	}
-	fmt.Println("new keys (shown once; only their hashes are stored in ttfx.keys.json):")
-	for _, k := range keys {
-		group := ""
-		if k.Group != "" {
-			group = " group " + k.Group
-		}
-		fmt.Printf("  %-8s %-7s%s  %s\n", k.Name, k.Role, group, k.Secret)
-	}
 }
 
 // newLogger builds the structured logger of the configuration on stderr;

@@ -160,8 +160,8 @@ func TestServeZeroConfig(t *testing.T) {
 	dir := t.TempDir()
 	p := serve(t, dir, nil)
 	keys := map[string]string{}
-	for _, m := range regexp.MustCompile(`(?m)^\s+(admin|client|viewer)\s.*\s(ttfx-\S+)$`).FindAllStringSubmatch(p.out.String(), -1) {
-		keys[m[1]] = m[2]
+	for _, m := range regexp.MustCompile(`(?m)^export TTFX_(ADMIN|CLIENT|VIEWER)_KEY=(ttfx-\S+)$`).FindAllStringSubmatch(p.out.String(), -1) {
+		keys[strings.ToLower(m[1])] = m[2]
 	}
 	if len(keys) != 3 {
 		t.Fatalf("keys not printed:\n%s", p.out.String())
@@ -175,15 +175,17 @@ func TestServeZeroConfig(t *testing.T) {
 		t.Fatalf("record %+v", rec)
 	}
 	p.stop(t)
-	for _, f := range []string{"ttfx.db", "ttfx.keys.json"} {
+	for _, f := range []string{"ttfx.db", "ttfx.db.userkey"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
-	// A second start keeps the keys and prints none.
+	// A second start keeps the keys, prints none and says how to get new
+	// ones.
 	p = serve(t, dir, nil)
-	if strings.Contains(p.out.String(), "new keys") {
-		t.Fatalf("second start printed keys:\n%s", p.out.String())
+	if strings.Contains(p.out.String(), "new keys") || !strings.Contains(p.out.String(), "keys already in the store: admin, client, viewer") ||
+		!strings.Contains(p.out.String(), "`ttfx keys rotate NAME`") {
+		t.Fatalf("second start:\n%s", p.out.String())
 	}
 	if resp, _ := post(t, p.url, keys["client"], `{"model":"fast","messages":[{"role":"user","content":"hi"}]}`); resp.StatusCode != 200 {
 		t.Fatalf("old key refused: %d", resp.StatusCode)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -26,15 +25,13 @@ const simShutdownGrace = 5 * time.Second
 
 func runSim(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	listen := fs.String("listen", "127.0.0.1:9001", "address to listen on (host:port; port 0 picks a free one)")
 	profiles := fs.String("profiles", "", "YAML file of profiles, merged over the built-in ones")
 	replay := fs.String("replay", "", "recorded .sse file served for every model that matches no profile")
 	def := fs.String("default", "", "profile that serves models matching no profile (default: 404)")
 	key := fs.String("key-env", "", "name of an environment variable holding an API key that requests must present")
 	verbose := fs.Bool("v", false, "log every request to stderr")
-	fs.Usage = func() {
-		fmt.Fprint(os.Stderr, `usage: ttfx sim [--listen ADDR] [--profiles FILE] [--replay FILE.sse] [--default NAME] [--key-env VAR] [-v]
+	const usage = `usage: ttfx sim [--listen ADDR] [--profiles FILE] [--replay FILE.sse] [--default NAME] [--key-env VAR] [-v]
 
 Serves OpenAI (/v1/chat/completions, /v1/completions, /v1/responses,
 /v1/embeddings, /v1/models), Anthropic (/v1/messages) and Gemini
@@ -44,21 +41,9 @@ with the timing of the profile the request's model names.
 A replay file may carry its timing in comment lines ": t=MS" (the next
 event is sent MS ms after receipt) and ": headers=MS"; without them events
 go out 10 ms apart.
-
-flags:
-`)
-		fs.SetOutput(os.Stderr)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-	}
-	if err := fs.Parse(args); err != nil { // Parse has printed the usage
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usageError("%v", err)
-	}
-	if fs.NArg() > 0 {
-		return usageError("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+`
+	if err := parseNoArgs(fs, args, usage, os.Stdout); err != nil {
+		return err
 	}
 
 	set := sim.Builtin()

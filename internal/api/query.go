@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ttfx/ttfx/internal/config"
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/store"
 )
@@ -66,18 +67,13 @@ func checkParams(q url.Values, allowed []string) error {
 	return nil
 }
 
-// ParseDuration reads a Go duration ("90s", "1h30m") or a number of days
-// ("7d"), as the read API's since= takes it (and the dashboard's).
+// ParseDuration reads a Go duration ("90s", "1h30m") that may start with
+// a number of days ("7d", "1d12h"), as the read API's since= takes it (and
+// the dashboard's): config.ParseDuration, the same everywhere, bounded to a
+// hundred years.
 func ParseDuration(s string) (time.Duration, error) {
-	if n, ok := strings.CutSuffix(s, "d"); ok {
-		days, err := strconv.Atoi(n)
-		if err != nil || days <= 0 || days > 36500 {
-			return 0, fmt.Errorf("invalid duration %q", s)
-		}
-		return time.Duration(days) * 24 * time.Hour, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
+	d, err := config.ParseDuration(s)
+	if err != nil || d > 36500*24*time.Hour {
 		return 0, fmt.Errorf("invalid duration %q", s)
 	}
 	return d, nil

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 )
 
 // Role is what a key may do.
@@ -65,15 +66,24 @@ type Entry struct {
 	Hash Hash
 }
 
-// Keyring holds the known keys. It is immutable after NewKeyring and safe
-// for concurrent use.
+// Keyring holds the known keys. It is safe for concurrent use: Set replaces
+// the whole set at once (keys made or revoked while the gateway runs), and a
+// Lookup sees either the old set or the new one, never a mix.
 type Keyring struct {
-	entries []Entry
+	entries atomic.Pointer[[]Entry]
 }
 
 // NewKeyring returns a keyring of the given entries.
 func NewKeyring(entries []Entry) *Keyring {
-	return &Keyring{entries: append([]Entry(nil), entries...)}
+	k := &Keyring{}
+	k.Set(entries)
+	return k
+}
+
+// Set replaces the keyring's entries.
+func (k *Keyring) Set(entries []Entry) {
+	e := append([]Entry(nil), entries...)
+	k.entries.Store(&e)
 }
 
 // Lookup returns the principal of key. It compares the key's hash with every
@@ -84,20 +94,21 @@ func (k *Keyring) Lookup(key string) (Principal, bool) {
 		return Principal{}, false
 	}
 	h := HashKey(key)
+	entries := *k.entries.Load()
 	found := -1
-	for i := range k.entries {
-		if subtle.ConstantTimeCompare(h[:], k.entries[i].Hash[:]) == 1 {
+	for i := range entries {
+		if subtle.ConstantTimeCompare(h[:], entries[i].Hash[:]) == 1 {
 			found = i
 		}
 	}
 	if found < 0 {
 		return Principal{}, false
 	}
-	return k.entries[found].Principal, true
+	return entries[found].Principal, true
 }
 
 // Entries returns the keyring's entries (hashes only).
-func (k *Keyring) Entries() []Entry { return append([]Entry(nil), k.entries...) }
+func (k *Keyring) Entries() []Entry { return append([]Entry(nil), *k.entries.Load()...) }
 
 // FromRequest returns the key a client presented: `Authorization: Bearer`,
 // `x-api-key` (Anthropic), `x-goog-api-key` or the `key` query parameter

@@ -26,6 +26,44 @@ func Compare(names []string, runs []*Result) *Comparison {
 	return c
 }
 
+// loadAxes are the conditions a load sweep varies, with the unit of each:
+// runs that differ in one of them and in nothing else that affects speed
+// are one setup measured under several loads — a series, not a ranking.
+var loadAxes = []struct{ field, name, unit string }{
+	{"load.concurrency", "concurrency", "workers"},
+	{"load.rate", "rate", "req/s"},
+	{"load.max_inflight", "max in flight", "requests"},
+}
+
+// SeriesAxis returns the load condition the runs differ in when it is the
+// only condition that affects speed in which any run differs from the
+// baseline (see loadAxes): the axis of a load series, its name and unit.
+// ok is false when the runs are comparable as they are or differ in
+// anything else.
+func (c *Comparison) SeriesAxis() (field, name, unit string, ok bool) {
+	for i := 1; i < len(c.Runs); i++ {
+		for _, d := range Blocking(c.Differences[i]) {
+			if field == "" {
+				field = d.Field
+			}
+			if d.Field != field {
+				return "", "", "", false
+			}
+		}
+	}
+	for _, a := range loadAxes {
+		if a.field == field {
+			return a.field, a.name, a.unit, true
+		}
+	}
+	return "", "", "", false
+}
+
+// axisValue is run i's value of the condition field.
+func (c *Comparison) axisValue(i int, field string) string {
+	return flatten(c.Runs[i].Conditions)[field]
+}
+
 // Comparable reports whether no run differs from the baseline in a
 // condition that affects speed.
 func (c *Comparison) Comparable() bool {
@@ -72,17 +110,31 @@ func short(s string) string {
 // rate and the throughput. Unless the runs are comparable, the title says
 // NOT COMPARABLE.
 func (c *Comparison) WriteTable(w io.Writer) error {
-	if !c.Comparable() {
+	names := c.Names
+	field, axis, unit, series := c.SeriesAxis()
+	switch {
+	case series:
+		// Each column is labelled with its load, in the order given.
+		names = make([]string, len(c.Names))
+		var values []string
+		for i, n := range c.Names {
+			v := c.axisValue(i, field)
+			names[i] = fmt.Sprintf("%s=%s (%s)", axis, v, n)
+			values = append(values, v)
+		}
+		fmt.Fprintf(w, "load series over %s (%s): %s — the runs agree in everything else that affects speed; each column is the same setup under another load, not a ranking.\n",
+			axis, unit, strings.Join(values, ", "))
+	case !c.Comparable():
 		fmt.Fprintln(w, "NOT COMPARABLE — the runs differ in conditions that affect speed (listed above); the numbers below must not be read as a ranking.")
-	} else {
+	default:
 		fmt.Fprintln(w, "comparable: the runs' conditions agree in everything that affects speed.")
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head := []string{"metric", "stat"}
-	for i, n := range c.Names {
+	for i, n := range names {
 		head = append(head, n)
-		if i > 0 {
-			head = append(head, n+"/"+c.Names[0])
+		if i > 0 && !series {
+			head = append(head, n+"/"+names[0])
 		}
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
@@ -92,7 +144,7 @@ func (c *Comparison) WriteTable(w io.Writer) error {
 		for i, r := range c.Runs {
 			v := get(r)
 			cells = append(cells, fmtV(v))
-			if i > 0 {
+			if i > 0 && !series {
 				cells = append(cells, ratio(v, base))
 			}
 		}
@@ -137,7 +189,7 @@ func (c *Comparison) WriteTable(w io.Writer) error {
 	cells := []string{"requests", "ok/failed"}
 	for i, r := range c.Runs {
 		cells = append(cells, fmt.Sprintf("%d/%d", r.Summary.Requests.OK, r.Summary.Requests.Failed))
-		if i > 0 {
+		if i > 0 && !series {
 			cells = append(cells, "")
 		}
 	}

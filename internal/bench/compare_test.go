@@ -62,8 +62,29 @@ func TestCompare(t *testing.T) {
 	if !strings.Contains(buf.String(), "load.concurrency") {
 		t.Errorf("differences do not name the concurrency:\n%s", buf.String())
 	}
+	// Runs that differ only in concurrency are a load series, labelled
+	// by it, in the order given; no ratios rank one load over another.
+	if f, name, unit, ok := diff.SeriesAxis(); !ok || f != "load.concurrency" || name != "concurrency" || unit != "workers" {
+		t.Fatalf("series axis %q %q %q %v", f, name, unit, ok)
+	}
+	rev := Compare([]string{"c.json", "a.json"}, []*Result{c, a})
 	buf.Reset()
-	diff.WriteTable(&buf) // --force
+	rev.WriteTable(&buf)
+	if !strings.HasPrefix(buf.String(), "load series over concurrency (workers): 2, 1") ||
+		!strings.Contains(buf.String(), "concurrency=2 (c.json)  concurrency=1 (a.json)") || strings.Contains(buf.String(), "/c.json") {
+		t.Errorf("series table:\n%s", buf.String())
+	}
+
+	// A difference beside the load is no series: the forced table says
+	// NOT COMPARABLE.
+	c2 := *c
+	c2.Conditions.Labels = map[string]string{"region": "elsewhere", "path": "loopback"}
+	mixed := Compare([]string{"a.json", "c.json"}, []*Result{a, &c2})
+	if _, _, _, ok := mixed.SeriesAxis(); ok || mixed.Comparable() {
+		t.Fatal("runs differing in load and region taken as a series")
+	}
+	buf.Reset()
+	mixed.WriteTable(&buf) // --force
 	if !strings.HasPrefix(buf.String(), "NOT COMPARABLE") {
 		t.Errorf("forced table not marked:\n%s", buf.String())
 	}

@@ -76,6 +76,18 @@ var ttftColours = map[string]string{
 	MetricHeaders: "#888888", MetricFirstEvent: "#1f77b4", MetricFirstResponse: "#ff7f0e", MetricFirstText: "#2ca02c",
 }
 
+// ttftStrokes tell the CDF's curves apart where they coincide (a response
+// whose first effective output is its first text has equal first_response
+// and first_text curves): each has its own dash pattern, and each is drawn
+// narrower than the one before, so coinciding curves show as nested stripes
+// of their colours rather than the last one hiding the others.
+var ttftStrokes = map[string]struct {
+	width float64
+	dash  string // SVG stroke-dasharray; "" for solid
+}{
+	MetricHeaders: {6, ""}, MetricFirstEvent: {4.5, "10 3"}, MetricFirstResponse: {3, "5 3"}, MetricFirstText: {1.5, ""},
+}
+
 func cdfSVG(res *Result) template.HTML {
 	metrics := []string{MetricHeaders, MetricFirstEvent, MetricFirstResponse, MetricFirstText}
 	type curve struct {
@@ -117,14 +129,15 @@ func cdfSVG(res *Result) template.HTML {
 	xMax := niceCeil(maxX)
 	x := func(v float64) float64 { return padL + v/xMax*(chartW-padL-padR) }
 	y := func(f float64) float64 { return chartH - padB - f*(chartH-padT-padB) }
-	axes(&b, xMax, "ms", 5, func(f float64) string { return fmt.Sprintf("%.0f%%", f*100) })
+	axes(&b, xMax, "time since the request was written (ms)", "requests that reached the mark (% of measured)", 5, func(f float64) string { return fmt.Sprintf("%.0f%%", f*100) })
 	for i, c := range curves {
 		legend := fmt.Sprintf("%s (%d/%d)", c.name, len(c.values), c.total)
 		if len(c.values) == 0 {
 			legend = c.name + ": none reached it"
 		}
-		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d">%s</text>`,
-			chartW-padR+10, padT+16*i+1, ttftColours[c.name], chartW-padR+24, padT+16*i+10, legend)
+		st := ttftStrokes[c.name]
+		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="%g" stroke-dasharray="%s"/><text x="%d" y="%d">%s</text>`,
+			chartW-padR+6, chartW-padR+30, padT+16*i+6, padT+16*i+6, ttftColours[c.name], min(st.width, 4), st.dash, chartW-padR+34, padT+16*i+10, legend)
 		if len(c.values) == 0 {
 			continue
 		}
@@ -136,7 +149,8 @@ func cdfSVG(res *Result) template.HTML {
 			fmt.Fprintf(&pts, " %.1f,%.1f %.1f,%.1f", x(v), y(prev), x(v), y(cur))
 		}
 		fmt.Fprintf(&pts, " %.1f,%.1f", x(xMax), y(float64(len(c.values))/float64(c.total)))
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`, ttftColours[c.name], pts.String())
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="%g" stroke-dasharray="%s" stroke-opacity="0.85" points="%s"><title>%s</title></polyline>`,
+			ttftColours[c.name], st.width, st.dash, pts.String(), c.name)
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
@@ -172,7 +186,7 @@ func histogramSVG(res *Result) template.HTML {
 	if top < 5 {
 		yTicks = int(top)
 	}
-	axes(&b, xMax, "tokens/s", yTicks, func(f float64) string { return fmt.Sprintf("%.0f", f*top) })
+	axes(&b, xMax, "visible output speed (tokens/s)", "requests (count)", yTicks, func(f float64) string { return fmt.Sprintf("%.0f", f*top) })
 	for k, n := range counts {
 		if n == 0 {
 			continue
@@ -239,7 +253,7 @@ func stripSVG(res *Result) (template.HTML, string) {
 		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#eee"/><text x="%.1f" y="%d" text-anchor="middle">%s</text>`,
 			x(v), x(v), padT, h-padB, x(v), h-padB+14, fmtAxis(v))
 	}
-	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">ms since the run's start</text>`, padL+(chartW-padL-padR)/2, h-6)
+	axisTitles(&b, "time since the run's start (ms)", "requests (one row each, in start order)", h)
 	colours := [4]string{"#888888", "#1f77b4", "#ff7f0e", "#2ca02c"}
 	for i, s := range spans {
 		yy := float64(padT + rowH*i + rowH/2)
@@ -258,9 +272,10 @@ func stripSVG(res *Result) (template.HTML, string) {
 	return template.HTML(b.String()), note
 }
 
-// axes draws the x axis from 0 to xMax with unit, and the y axis from 0
-// to 1 in yTicks steps labelled by ylabel.
-func axes(b *strings.Builder, xMax float64, unit string, yTicks int, ylabel func(f float64) string) {
+// axes draws the x axis from 0 to xMax and the y axis from 0 to 1 in
+// yTicks steps labelled by ylabel, each titled with what it measures and
+// its unit.
+func axes(b *strings.Builder, xMax float64, xTitle, yTitle string, yTicks int, ylabel func(f float64) string) {
 	x := func(v float64) float64 { return padL + v/xMax*(chartW-padL-padR) }
 	y := func(f float64) float64 { return chartH - padB - f*(chartH-padT-padB) }
 	for k := 0; k <= 5; k++ {
@@ -273,7 +288,14 @@ func axes(b *strings.Builder, xMax float64, unit string, yTicks int, ylabel func
 		fmt.Fprintf(b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#eee"/><text x="%d" y="%.1f" text-anchor="end">%s</text>`,
 			padL, chartW-padR, y(f), y(f), padL-6, y(f)+4, ylabel(f))
 	}
-	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="middle">%s</text>`, padL+(chartW-padL-padR)/2, chartH-4, unit)
+	axisTitles(b, xTitle, yTitle, chartH)
+}
+
+// axisTitles writes the titles of a chart of height h's axes: what each
+// measures and its unit.
+func axisTitles(b *strings.Builder, xTitle, yTitle string, h int) {
+	fmt.Fprintf(b, `<text class="axis-x" x="%d" y="%d" text-anchor="middle">%s</text>`, padL+(chartW-padL-padR)/2, h-4, template.HTMLEscapeString(xTitle))
+	fmt.Fprintf(b, `<text class="axis-y" transform="translate(12 %d) rotate(-90)" text-anchor="middle">%s</text>`, padT+(h-padT-padB)/2, template.HTMLEscapeString(yTitle))
 }
 
 // niceCeil rounds v up to 1, 2 or 5 times a power of ten.

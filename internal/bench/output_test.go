@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"encoding/csv"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +59,26 @@ func TestReportAndHTML(t *testing.T) {
 	// The CDF of first text tops out at the share that reached it.
 	if !strings.Contains(page, "first_text_delta_ms (3/6)") {
 		t.Error("CDF legend does not count the failures in the denominator")
+	}
+	// The simulator's "fast" answers with text at once, so the
+	// first_response and first_text curves coincide: each curve must
+	// still be told apart by its stroke (width and dash), not only drawn
+	// over by the next.
+	strokes := map[string]bool{}
+	for _, m := range regexp.MustCompile(`<polyline fill="none" stroke="[^"]+" stroke-width="([^"]+)" stroke-dasharray="([^"]*)"`).FindAllStringSubmatch(page, -1) {
+		strokes[m[1]+"/"+m[2]] = true
+	}
+	if len(strokes) != 4 {
+		t.Errorf("CDF curves share strokes: %v", strokes)
+	}
+	// Every axis of every chart says what it measures and in which unit.
+	for i, svg := range strings.Split(page, "<svg")[1:] {
+		for _, axis := range []string{"axis-x", "axis-y"} {
+			m := regexp.MustCompile(`class="` + axis + `"[^>]*>([^<]*)<`).FindStringSubmatch(svg)
+			if m == nil || !regexp.MustCompile(`\((ms|tokens/s|count|% of measured|one row each, in start order)\)$`).MatchString(m[1]) {
+				t.Errorf("chart %d: %s title %v lacks a unit", i, axis, m)
+			}
+		}
 	}
 }
 

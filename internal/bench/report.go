@@ -47,6 +47,13 @@ func WriteReport(w io.Writer, res *Result) error {
 	if len(rq.Phases) > 0 {
 		fmt.Fprintf(&b, "  failures by phase: %s\n", countsLine(rq.Phases))
 	}
+	if classes := FailureClasses(res.Requests); len(classes) > 0 {
+		var parts []string
+		for _, c := range classes {
+			parts = append(parts, fmt.Sprintf("%s × %d", c.Class, c.Count))
+		}
+		fmt.Fprintf(&b, "  failures: %s\n", strings.Join(parts, ", "))
+	}
 	win, _ := s.Window.DurationMs.Get()
 	t := s.Throughput
 	fmt.Fprintf(&b, "window %s: %.2f req/s (%.2f ok), aggregate output %.1f tok/s (visible %.1f tok/s)",
@@ -134,6 +141,47 @@ func WriteReport(w io.Writer, res *Result) error {
 	}
 	_, err := fmt.Fprintf(w, "\npercentile method: %s\n", s.PercentileMethod)
 	return err
+}
+
+// FailureClass is one kind of failure of a run and how often it happened.
+type FailureClass struct {
+	Class string // "401 invalid_api_key": the HTTP status and the provider's error code (or the bench's status)
+	Count int
+}
+
+// FailureClasses groups the failed rows by HTTP status and error code, most
+// frequent first: what failed, in the words the endpoint used, which the
+// counts per status and phase alone do not say.
+func FailureClasses(rows []Row) []FailureClass {
+	counts := map[string]int{}
+	for i := range rows {
+		r := &rows[i]
+		if !r.failed() {
+			continue
+		}
+		code := r.ErrorCode
+		if code == "" {
+			code = r.Status
+		}
+		class := code
+		if r.HTTPStatus != 0 {
+			class = strconv.Itoa(r.HTTPStatus) + " " + code
+		} else if r.ErrorCode != "" {
+			class = r.Status + " " + code
+		}
+		counts[class]++
+	}
+	out := make([]FailureClass, 0, len(counts))
+	for c, n := range counts {
+		out = append(out, FailureClass{c, n})
+	}
+	slices.SortFunc(out, func(a, b FailureClass) int {
+		if a.Count != b.Count {
+			return b.Count - a.Count
+		}
+		return strings.Compare(a.Class, b.Class)
+	})
+	return out
 }
 
 // ConditionsLine gives the speed-relevant conditions in one line.

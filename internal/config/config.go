@@ -10,6 +10,8 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -167,18 +169,54 @@ type Duration time.Duration
 // D returns the duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
-// UnmarshalYAML reads a Go duration string.
+// UnmarshalYAML reads a duration as ParseDuration does ("30s", "720h",
+// "30d").
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	var s string
 	if err := n.Decode(&s); err != nil {
-		return fmt.Errorf("line %d: want a duration like 30s: %w", n.Line, err)
+		return fmt.Errorf("line %d: want a duration like 30s or 30d: %w", n.Line, err)
 	}
-	v, err := time.ParseDuration(s)
+	v, err := ParseDuration(s)
 	if err != nil {
 		return fmt.Errorf("line %d: %w", n.Line, err)
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// ParseDuration reads a Go duration ("90s", "1h30m") that may start with a
+// number of days ("30d", "1d12h"): retention and time windows are thought of
+// in days, and time.ParseDuration has no unit for them. The configuration,
+// the command line and the read API all read durations with it.
+func ParseDuration(s string) (time.Duration, error) {
+	rest, sign := s, time.Duration(1)
+	if r, ok := strings.CutPrefix(rest, "-"); ok {
+		rest, sign = r, -1
+	}
+	i := 0
+	for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+		i++
+	}
+	if i == 0 || i == len(rest) || rest[i] != 'd' {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return 0, fmt.Errorf("invalid duration %q (want e.g. 90s, 15m, 12h, 30d)", s)
+		}
+		return d, nil
+	}
+	days, err := strconv.Atoi(rest[:i])
+	if err != nil || days > 106751 { // time.Duration's range: about 292 years
+		return 0, fmt.Errorf("invalid duration %q: too many days", s)
+	}
+	d := time.Duration(days) * 24 * time.Hour
+	if rest = rest[i+1:]; rest != "" {
+		more, err := time.ParseDuration(rest)
+		if err != nil || more < 0 {
+			return 0, fmt.Errorf("invalid duration %q (want e.g. 90s, 15m, 12h, 30d, 1d12h)", s)
+		}
+		d += more
+	}
+	return sign * d, nil
 }
 
 // Load reads the file at path, resolves secrets from the environment
@@ -191,15 +229,29 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 	return Parse(b, getenv)
 }
 
+// LoadUnresolved reads the file at path without resolving its environment
+// variables or validating it: for commands that need only where the store is
+// and what the keys are named (`ttfx keys`), on a machine that may not hold
+// the gateway's secrets.
+func LoadUnresolved(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	c, err := decode(b)
+	if err != nil {
+		return nil, err
+	}
+	c.applyDefaults()
+	return c, nil
+}
+
 // Parse reads a configuration from YAML bytes. Unknown fields are errors,
 // so a typo does not silently fall back to a default.
 func Parse(b []byte, getenv func(string) string) (*Config, error) {
-	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	// An empty file is all defaults: the decoder reports io.EOF for it.
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("parse config: %w", err)
+	c, err := decode(b)
+	if err != nil {
+		return nil, err
 	}
 	c.applyDefaults()
 	if err := c.resolve(getenv); err != nil {
@@ -208,8 +260,41 @@ func Parse(b []byte, getenv func(string) string) (*Config, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	return c, nil
+}
+
+// decode reads the YAML. Unknown fields are errors, all of them reported at
+// once by their place in the file (see unknownFields).
+func decode(b []byte) (*Config, error) {
+	var c Config
+	var doc yaml.Node
+	// An empty file is all defaults: the decoder reports io.EOF for it.
+	if err := yaml.NewDecoder(bytes.NewReader(b)).Decode(&doc); errors.Is(err, io.EOF) {
+		return &c, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("parse config: %w", err)
+	}
+	if errs := unknownFields(&doc, reflect.TypeFor[Config]()); len(errs) > 0 {
+		return nil, fmt.Errorf("parse config: %w", errors.Join(errs...))
+	}
+	if err := doc.Decode(&c); err != nil {
+		return nil, fmt.Errorf("parse config: %s", yamlTypes.Replace(err.Error()))
+	}
 	return &c, nil
 }
+
+// yamlTypes names in the YAML decoder's messages what a value should have
+// been, instead of the Go type it was to fill.
+var yamlTypes = strings.NewReplacer(
+	"yaml: unmarshal errors:\n  ", "",
+	"into int64", "into a whole number", "into int", "into a whole number",
+	"into float64", "into a number", "into *float64", "into a number",
+	"into bool", "into true or false", "into *bool", "into true or false",
+	"into string", "into a string", "into []string", "into a list of strings",
+	"into []config.Key", "into a list of keys", "into []config.Channel", "into a list of channels",
+	"into map[string]config.Thresholds", "into a map of names to thresholds",
+	"into config.", "into a section: ",
+)
 
 func (c *Config) applyDefaults() {
 	if c.Listen == "" {
@@ -240,37 +325,65 @@ func (c *Config) resolve(getenv func(string) string) error {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
+	// Every unset variable is reported at once: a first start should not
+	// take one attempt per missing secret.
+	var unset, wheres []string
+	var errs []error
+	lookup := func(name, where string) string {
+		v := getenv(name)
+		if v == "" {
+			unset, wheres = append(unset, name), append(wheres, where)
+		}
+		return v
+	}
 	for i := range c.Keys {
 		k := &c.Keys[i]
 		if k.KeyEnv == "" {
-			return fmt.Errorf("key %q: key_env is required (keys are never written in the file)", k.Name)
+			errs = append(errs, fmt.Errorf("keys[%d] %q: key_env is required (keys are never written in the file)", i, k.Name))
+			continue
 		}
-		k.Secret = getenv(k.KeyEnv)
-		if k.Secret == "" {
-			return fmt.Errorf("key %q: environment variable %s is empty or unset", k.Name, k.KeyEnv)
-		}
+		k.Secret = lookup(k.KeyEnv, fmt.Sprintf("keys[%d].key_env of %q", i, k.Name))
 	}
 	if c.Metrics.KeyEnv != "" {
-		if c.Metrics.Key = getenv(c.Metrics.KeyEnv); c.Metrics.Key == "" {
-			return fmt.Errorf("metrics.key_env: environment variable %s is empty or unset", c.Metrics.KeyEnv)
-		}
+		c.Metrics.Key = lookup(c.Metrics.KeyEnv, "metrics.key_env")
 	}
 	if c.UserHashKeyEnv != "" {
-		c.UserHashKey = getenv(c.UserHashKeyEnv)
-		if len(c.UserHashKey) < 16 {
-			return fmt.Errorf("user_hash_key_env: %s must hold at least 16 bytes", c.UserHashKeyEnv)
+		c.UserHashKey = lookup(c.UserHashKeyEnv, "user_hash_key_env")
+		if c.UserHashKey != "" && len(c.UserHashKey) < 16 {
+			errs = append(errs, fmt.Errorf("user_hash_key_env: %s must hold at least 16 bytes", c.UserHashKeyEnv))
 		}
 	}
 	for i := range c.Channels {
 		ch := &c.Channels[i]
 		if ch.KeyEnv != "" {
-			ch.Secret = getenv(ch.KeyEnv)
-			if ch.Secret == "" {
-				return fmt.Errorf("channel %q: environment variable %s is empty or unset", ch.Name, ch.KeyEnv)
-			}
+			ch.Secret = lookup(ch.KeyEnv, fmt.Sprintf("channels[%d].key_env of %q", i, ch.Name))
 		}
 	}
-	return nil
+	switch len(unset) {
+	case 0:
+	case 1:
+		errs = append(errs, fmt.Errorf("environment variable %s is empty or unset (%s)", unset[0], wheres[0]))
+	default:
+		for i := range unset {
+			unset[i] += " (" + wheres[i] + ")"
+		}
+		errs = append(errs, fmt.Errorf("%d environment variables are empty or unset: %s", len(unset), strings.Join(unset, ", ")))
+	}
+	return errors.Join(errs...)
+}
+
+// Warnings are what a configuration that starts may still get wrong: no
+// keys (only keys made with `ttfx keys new` can call it) or no channels
+// (every model request fails).
+func (c *Config) Warnings() []string {
+	var w []string
+	if len(c.Keys) == 0 {
+		w = append(w, "the configuration has no keys: only keys in the store (`ttfx keys new --config FILE …`) can call this gateway or read its records")
+	}
+	if len(c.Channels) == 0 {
+		w = append(w, "the configuration has no channels: every model request will fail until one is added (see channels: in the README)")
+	}
+	return w
 }
 
 // Validate checks the configuration for mistakes a gateway should refuse to

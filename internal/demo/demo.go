@@ -102,6 +102,9 @@ func Run(ctx context.Context, opts Options) error {
 	}()
 
 	fmt.Fprintf(out, "ttfx demo: gateway %s, simulator %s, store %s\n", srv.URL(), srv.SimURL(), "ttfx.db")
+	srv.WriteKeys(out, "ttfx keys")
+	fmt.Fprintln(out, "(the demo-* keys are replaced on each demo run; `ttfx keys new` makes lasting ones)")
+	fmt.Fprintln(out)
 	fmt.Fprintf(out, "sending traces A, B, C and a mixed load of %d requests (about 21 s: trace C generates for 20 s)...\n\n", len(mixed))
 	start := time.Now()
 	cl := &client{base: srv.URL(), key: clientKey}

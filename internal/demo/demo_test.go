@@ -28,6 +28,9 @@ func TestDemo(t *testing.T) {
 	for _, want := range []string{
 		"trace-a", "upstream_headers_slow", "trace-b", "response_to_text_gap", "trace-c", "generation_slow",
 		"mixed load: 21 requests", "truncated", "ttfx diagnose --url", "/ui/",
+		// Whoever makes keys prints them all, as shell lines (issue 14).
+		"\nexport TTFX_ADMIN_KEY=ttfx-admin-", "\nexport TTFX_CLIENT_KEY=ttfx-client-", "\nexport TTFX_VIEWER_KEY=ttfx-viewer-",
+		"\nexport TTFX_DEMO_KEY=ttfx-demo-", "\nexport TTFX_DEMO_CLIENT_KEY=ttfx-demo-client-",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q", want)

@@ -44,8 +44,12 @@ type Options struct {
 	// SimProfiles are the simulator's profiles (zero-config only); nil
 	// means the built-ins.
 	SimProfiles map[string]sim.Profile
-	// ExtraKeys are added to the zero-config keys file (the demo's key).
+	// ExtraKeys are made in the store on this start, each replacing a live
+	// key of its name (the demo's keys).
 	ExtraKeys []Generated
+	// KeyPoll is how often the stored keys are read again; 0 means
+	// DefaultKeyPoll.
+	KeyPoll time.Duration
 	// Now is the clock of the timeline; nil means time.Now.
 	Now    timeline.Clock
 	Logger *slog.Logger
@@ -53,17 +57,21 @@ type Options struct {
 
 // Server is a running gateway.
 type Server struct {
-	cfg       *config.Config
-	log       *slog.Logger
-	gw        *relay.Gateway
-	store     store.Store
-	writer    *store.Writer
-	rules     *diagnose.Rules
-	keys      *auth.Keyring
-	generated []Generated
-	router    *route.Router
-	api       *api.Handler
-	recorders relay.Recorders // every finished record goes to each, in order
+	cfg    *config.Config
+	log    *slog.Logger
+	gw     *relay.Gateway
+	store  store.Store
+	writer *store.Writer
+	rules  *diagnose.Rules
+	keys   *auth.Keyring // the configuration's keys and the store's live ones, reloaded by pollKeys
+	// configEntries are the configuration file's keys.
+	configEntries []auth.Entry
+	// storedKeys names the store's live keys at start.
+	storedKeys []string
+	generated  []Generated
+	router     *route.Router
+	api        *api.Handler
+	recorders  relay.Recorders // every finished record goes to each, in order
 
 	ln   net.Listener
 	http *http.Server
@@ -98,30 +106,67 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	}
 	s.cfg = cfg
 
+	// The port first: a start that cannot listen (a busy port) must leave
+	// nothing behind, no database and no keys whose secrets nobody saw.
+	addr := cfg.Listen
+	if opts.Listen != "" {
+		addr = opts.Listen
+	}
+	s.ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+
 	var userKey []byte
+	var legacy []store.KeyRow
 	if zero {
-		keyPath := filepath.Join(opts.Dir, "ttfx.keys.json")
-		s.keys, userKey, s.generated, err = loadOrCreateKeys(keyPath, opts.ExtraKeys)
+		var ok bool
+		legacy, userKey, ok, err = readLegacyKeys(filepath.Join(opts.Dir, "ttfx.keys.json"))
 		if err != nil {
 			return nil, err
+		}
+		if !ok {
+			if userKey, err = loadOrCreateSecret(filepath.Join(opts.Dir, "ttfx.db.userkey")); err != nil {
+				return nil, err
+			}
 		}
 		if err := s.startSim(opts.SimProfiles); err != nil {
 			return nil, err
 		}
 		cfg.Channels = s.simChannels()
 	} else {
-		if s.keys, err = configKeys(cfg.Keys); err != nil {
-			return nil, err
-		}
 		if userKey, err = userHashKey(cfg, s.log); err != nil {
 			return nil, err
 		}
+	}
+	if s.configEntries, err = configKeys(cfg.Keys); err != nil {
+		return nil, err
 	}
 
 	s.store, err = store.Open(ctx, cfg.Store)
 	if err != nil {
 		return nil, err
 	}
+	ks, err := keyStore(s.store)
+	if err != nil {
+		return nil, err
+	}
+	if len(legacy) > 0 {
+		if _, err := ks.ChangeKeys(ctx, store.KeyChange{Add: legacy, OnlyIfEmpty: true}); err != nil {
+			return nil, fmt.Errorf("import ttfx.keys.json: %w", err)
+		}
+	}
+	if s.generated, err = makeKeys(ctx, ks, zero, opts.ExtraKeys); err != nil {
+		return nil, err
+	}
+	rows, err := ks.ListKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var entries []auth.Entry
+	entries, s.storedKeys = keyEntries(s.configEntries, rows, time.Now())
+	s.keys = auth.NewKeyring(entries)
+
 	s.writer = store.NewWriter(s.store, store.WriterOptions{Log: s.log})
 	s.rules = diagnose.New(cfg.Diagnosis)
 
@@ -159,14 +204,6 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		return nil, err
 	}
 
-	addr := cfg.Listen
-	if opts.Listen != "" {
-		addr = opts.Listen
-	}
-	s.ln, err = net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
-	}
 	s.http = &http.Server{
 		Handler:           withRequestID(mux),
 		ReadHeaderTimeout: 30 * time.Second,
@@ -180,6 +217,11 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	// Hour and day rollups from the minute ones, so that long summaries
 	// read few rows (several gateways may do it at once).
 	maintenance.Go(func() { store.RunCompaction(rctx, s.store, time.Minute, time.Now, s.log) })
+	poll := opts.KeyPoll
+	if poll <= 0 {
+		poll = DefaultKeyPoll
+	}
+	maintenance.Go(func() { s.pollKeys(rctx, ks, poll) })
 	go func() {
 		maintenance.Wait()
 		close(s.retentionDone)
@@ -193,9 +235,15 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 // URL returns the gateway's base URL.
 func (s *Server) URL() string { return "http://" + s.Addr() }
 
-// Generated returns the keys generated on this start (zero-config only),
-// whose secrets are shown once.
+// Generated returns the keys made on this start (the zero-config gateway's
+// first keys and Options.ExtraKeys), whose secrets are shown once.
 func (s *Server) Generated() []Generated { return s.generated }
+
+// StoredKeys names the store's keys that were live at start.
+func (s *Server) StoredKeys() []string { return s.storedKeys }
+
+// StoreDSN returns the store the gateway uses, its password hidden.
+func (s *Server) StoreDSN() string { return store.RedactDSN(s.cfg.Store) }
 
 // Store returns the server's store.
 func (s *Server) Store() store.Store { return s.store }

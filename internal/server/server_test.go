@@ -90,17 +90,28 @@ func TestZeroConfig(t *testing.T) {
 	if len(gen) != 3 || admin == "" || client == "" || key(gen, "viewer") == "" {
 		t.Fatalf("generated keys %+v", gen)
 	}
-	kf, err := os.ReadFile(filepath.Join(dir, "ttfx.keys.json"))
-	if err != nil {
-		t.Fatal(err)
+	rows, err := server.ListKeys(context.Background(), srv.Store())
+	if err != nil || len(rows) != 3 {
+		t.Fatalf("stored keys %+v %v", rows, err)
 	}
-	for _, g := range gen {
-		if bytes.Contains(kf, []byte(g.Secret)) {
-			t.Fatalf("keys file holds a key in plaintext")
+	for i, g := range gen {
+		if rows[i].Hash != auth.HashKey(g.Secret).String() || rows[i].Name != g.Name || rows[i].Role != string(g.Role) {
+			t.Fatalf("stored key %+v for %s", rows[i], g.Name)
 		}
-		if !bytes.Contains(kf, []byte(auth.HashKey(g.Secret).String())) {
-			t.Fatalf("keys file lacks the hash of %s", g.Name)
+	}
+	// No file anywhere in the directory holds a secret; the user-hash key
+	// file is the owner's only.
+	files, _ := filepath.Glob(filepath.Join(dir, "*"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for _, g := range gen {
+			if bytes.Contains(b, []byte(g.Secret)) {
+				t.Fatalf("%s holds the key %s in plaintext", f, g.Name)
+			}
 		}
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "ttfx.db.userkey")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("ttfx.db.userkey: %v %v", fi, err)
 	}
 	resp, err := http.Get(srv.URL() + "/healthz")
 	if err != nil || resp.StatusCode != 200 || resp.Header.Get("X-Request-Id") == "" {
@@ -122,10 +133,16 @@ func TestZeroConfig(t *testing.T) {
 		t.Fatalf("own record %+v", rec)
 	}
 
-	// A second gateway on the same directory keeps the keys and shows none.
+	// A second gateway on the same directory keeps the keys, makes none
+	// and says which it found.
 	srv2 := start(t, server.Options{Dir: dir})
 	if len(srv2.Generated()) != 0 {
 		t.Fatalf("second start generated %+v", srv2.Generated())
+	}
+	var out strings.Builder
+	srv2.WriteKeys(&out, "ttfx keys")
+	if !strings.Contains(out.String(), "keys already in the store: admin, client, viewer") || !strings.Contains(out.String(), "ttfx keys rotate NAME") {
+		t.Fatalf("second start says:\n%s", out.String())
 	}
 	if resp, _ := chat(t, srv2.URL(), client, "fast", true, ""); resp.StatusCode != 200 {
 		t.Fatalf("old client key refused: %d", resp.StatusCode)

@@ -203,6 +203,8 @@ func TestSchemaHasNoPlaceForContent(t *testing.T) {
 		"rollups.provider": "upstream host", "rollups.status": "terminal status", "rollups.writer": "random id of a gateway process",
 		"rollups.labels":      "diagnosis labels with counts",
 		"rollup_dirty.writer": "random id of a gateway process",
+		"api_keys.hash":       "SHA-256 of an API key, never the key", "api_keys.name": "key name given by an operator",
+		"api_keys.role": "admin/viewer/client", "api_keys.group_name": "group given by an operator",
 	}
 	for _, f := range StatFields {
 		textColumns["rollups."+f.rollupCol()] = "a quantile sketch: bucket counts and min/max/sum of a timing field"
@@ -214,6 +216,7 @@ func TestSchemaHasNoPlaceForContent(t *testing.T) {
 		"schema_migrations": {"version", "name", "applied_ns"},
 		"rollups":           names(rollupTable),
 		"rollup_dirty":      names(dirtyTable),
+		"api_keys":          {"hash", "name", "role", "group_name", "created_ns", "expires_ns"},
 	}
 	for _, e := range engines() {
 		t.Run(e.name, func(t *testing.T) {

@@ -27,6 +27,7 @@ func Missing(t testing.TB, what, hint string) {
 	if RequireAll() {
 		t.Fatalf("%s is missing and TTFX_REQUIRE_ALL=1: %s", what, hint)
 	}
+	countSkip(what, t.Name())
 	t.Skipf("skipping: %s is missing (%s)", what, hint)
 }
 
