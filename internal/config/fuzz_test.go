@@ -32,6 +32,9 @@ func FuzzParseDuration(f *testing.F) {
 		if err != nil || more < 0 || strings.HasPrefix(days, "+") {
 			t.Fatalf("ParseDuration(%q) = %v, but its rest %q does not parse", s, d, rest)
 		}
+		if neg := strings.HasPrefix(s, "-"); neg != (d < 0) && d != 0 {
+			t.Fatalf("ParseDuration(%q) = %v: wrong sign (overflow?)", s, d)
+		}
 		if abs := max(d, -d); abs < more {
 			t.Fatalf("ParseDuration(%q) = %v, less than its rest %v", s, d, more)
 		}
