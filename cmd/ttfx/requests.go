@@ -115,6 +115,10 @@ func requestsMain(ctx context.Context, args []string, stdout io.Writer, getenv f
 				return err
 			}
 		}
+		if more {
+			// Beside the JSON lines, not among them.
+			fmt.Fprintf(os.Stderr, "ttfx requests: the newest %d shown; more requests match (--limit N shows more)\n", len(recs))
+		}
 		return nil
 	}
 	if err := printRequests(stdout, recs, time.Local); err != nil {

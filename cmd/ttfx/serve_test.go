@@ -104,9 +104,15 @@ func serve(t *testing.T, dir string, env []string, args ...string) *process {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := http.Get(p.url + "/healthz")
-		if err == nil && resp.StatusCode == 200 {
+		// The start's output reaches out through a pipe and a goroutine
+		// of os/exec, possibly after /healthz answers: wait for its last
+		// line ("dashboard: …", printed just before serving).
+		if err == nil && resp.StatusCode == 200 && strings.Contains(out.String(), "dashboard: ") {
 			resp.Body.Close()
 			return p
+		}
+		if err == nil {
+			resp.Body.Close()
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("ttfx serve did not become ready:\n%s", out.String())

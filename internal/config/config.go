@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"os"
 	"reflect"
@@ -213,6 +214,9 @@ func ParseDuration(s string) (time.Duration, error) {
 		more, err := time.ParseDuration(rest)
 		if err != nil || more < 0 {
 			return 0, fmt.Errorf("invalid duration %q (want e.g. 90s, 15m, 12h, 30d, 1d12h)", s)
+		}
+		if more > math.MaxInt64-d {
+			return 0, fmt.Errorf("invalid duration %q: too long", s)
 		}
 		d += more
 	}

@@ -39,7 +39,8 @@ func TestBusyPortWritesNothing(t *testing.T) {
 		}
 		t.Fatalf("a failed start wrote %v", names)
 	}
-	srv := start(t, server.Options{Dir: dir})
+	// The next start makes the keys, and the directory if need be.
+	srv := start(t, server.Options{Dir: filepath.Join(dir, "new")})
 	if len(srv.Generated()) != 3 {
 		t.Fatalf("the next start made %+v", srv.Generated())
 	}

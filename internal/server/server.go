@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -120,6 +121,11 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	var userKey []byte
 	var legacy []store.KeyRow
 	if zero {
+		if opts.Dir != "" {
+			if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+				return nil, fmt.Errorf("store directory: %w", err)
+			}
+		}
 		var ok bool
 		legacy, userKey, ok, err = readLegacyKeys(filepath.Join(opts.Dir, "ttfx.keys.json"))
 		if err != nil {
