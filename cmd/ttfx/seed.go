@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ttfx/ttfx/internal/api"
+	"github.com/ttfx/ttfx/internal/config"
 	"github.com/ttfx/ttfx/internal/seed"
 	"github.com/ttfx/ttfx/internal/store"
 )
@@ -43,21 +42,13 @@ func runSeed(ctx context.Context, args []string) error {
 
 func seedMain(ctx context.Context, args []string, stderr io.Writer, now func() time.Time) error {
 	fs := flag.NewFlagSet("seed", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	dsn := fs.String("store", "sqlite:ttfx.db", "")
 	n := fs.Int("records", 100000, "")
 	days := fs.String("days", "7", "")
 	seedN := fs.Uint64("seed", 1, "")
 	batch := fs.Int("batch", 2000, "")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stderr, seedUsage)
-			return nil
-		}
-		return usageError("%v\n%s", err, seedUsage)
-	}
-	if fs.NArg() > 0 {
-		return usageError("unexpected argument %q\n%s", fs.Arg(0), seedUsage)
+	if err := parseNoArgs(fs, args, seedUsage, os.Stdout); err != nil {
+		return err
 	}
 	span, err := seedSpan(*days)
 	if err != nil {
@@ -94,7 +85,7 @@ func seedSpan(s string) (time.Duration, error) {
 	if s != "" && strings.Trim(s, "0123456789") == "" {
 		s += "d"
 	}
-	d, err := api.ParseDuration(s)
+	d, err := config.ParseDuration(s)
 	if err != nil {
 		return 0, err
 	}
