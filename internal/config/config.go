@@ -152,6 +152,9 @@ type Metrics struct {
 	Key string `yaml:"-"`
 	// MaxModels bounds the distinct model label values; others are "other".
 	MaxModels int `yaml:"max_models"`
+	// Public leaves /metrics open without key_env on a listener that is
+	// not loopback; by default such a listener requires an admin key.
+	Public bool `yaml:"public"`
 }
 
 // Telemetry configures the optional OpenTelemetry export.

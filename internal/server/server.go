@@ -133,7 +133,11 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 
 	mux := http.NewServeMux()
 	s.recorders = relay.Recorders{s.writer}
-	if err := s.setupTelemetry(mux); err != nil {
+	addr := cfg.Listen
+	if opts.Listen != "" {
+		addr = opts.Listen
+	}
+	if err := s.setupTelemetry(mux, addr); err != nil {
 		return nil, err
 	}
 	s.gw = relay.New(relay.Options{
@@ -159,10 +163,6 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		return nil, err
 	}
 
-	addr := cfg.Listen
-	if opts.Listen != "" {
-		addr = opts.Listen
-	}
 	s.ln, err = net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)

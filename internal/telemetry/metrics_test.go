@@ -175,31 +175,44 @@ func TestMetricsAbsentMarksAreNotObserved(t *testing.T) {
 }
 
 func TestModelLabelsAreBounded(t *testing.T) {
-	ok := []record.Attempt{{HTTPStatus: 200}}
-	refused := []record.Attempt{{HTTPStatus: 404}}
+	// served: the request ended ok, relayed from channel "ch".
+	type outcome struct {
+		status   string
+		channel  string
+		attempts []record.Attempt
+	}
+	served := outcome{record.StatusOK, "ch", []record.Attempt{{Channel: "ch", Status: record.StatusOK, HTTPStatus: 200}}}
+	refused := outcome{record.StatusUpstreamHTTPError, "ch", []record.Attempt{{Channel: "ch", Status: record.StatusUpstreamHTTPError, HTTPStatus: 404}}}
+	// A 200 whose stream then failed: accepted by the upstream, never
+	// served. issue 18's probe filled the slots this way with made-up names.
+	failedStream := outcome{record.StatusUpstreamStreamError, "ch", []record.Attempt{{Channel: "ch", Status: record.StatusUpstreamStreamError, HTTPStatus: 200}}}
+	noChannel := outcome{record.StatusOK, "", nil}
+	fallback := outcome{record.StatusOK, "ch2", []record.Attempt{
+		{Channel: "ch", Status: record.StatusUpstreamHTTPError, HTTPStatus: 503},
+		{Channel: "ch2", Status: record.StatusOK, HTTPStatus: 200}}}
 	s := NewModels([]string{"configured"}, 2)
 	for _, c := range []struct {
-		model    string
-		attempts []record.Attempt
-		want     string
+		model string
+		o     outcome
+		want  string
 	}{
-		{"", nil, ""},
-		{"configured", nil, "configured"},          // named by the operator: always
-		{"junk-1", refused, OtherModel},            // never accepted upstream
-		{"a", ok, "a"},                             // admitted
-		{"a", refused, "a"},                        // once admitted, kept
-		{"b", ok, "b"},                             // admitted: the limit of 2 is now reached
-		{"c", ok, OtherModel},                      // over the limit
-		{"configured", refused, "configured"},      // configured names do not count against it
-		{strings.Repeat("x", 200), ok, OtherModel}, // too long
-		{"bad\xff", ok, OtherModel},                // not UTF-8: Prometheus would refuse it
-		{"junk-1", ok, OtherModel},                 // still over the limit
-		{OtherModel + "-not", refused, OtherModel}, // unaccepted
-		{"b", []record.Attempt{{HTTPStatus: 503}, {HTTPStatus: 200}}, "b"},
+		{"", noChannel, ""},
+		{"configured", refused, "configured"},          // named by the operator: always
+		{"junk-1", refused, OtherModel},                // never served
+		{"junk-2", failedStream, OtherModel},           // 200, then failed: not served
+		{"junk-3", noChannel, OtherModel},              // no configured channel served it
+		{"a", served, "a"},                             // admitted
+		{"a", refused, "a"},                            // once admitted, kept
+		{"b", fallback, "b"},                           // served by the fallback: the limit of 2 is now reached
+		{"c", served, OtherModel},                      // over the limit
+		{"configured", served, "configured"},           // configured names do not count against it
+		{strings.Repeat("x", 200), served, OtherModel}, // too long
+		{"bad\xff", served, OtherModel},                // not UTF-8: Prometheus would refuse it
+		{"junk-1", served, OtherModel},                 // still over the limit
 	} {
-		rec := record.Record{Model: c.model, Attempts: c.attempts}
+		rec := record.Record{Model: c.model, Status: c.o.status, Channel: c.o.channel, Attempts: c.o.attempts}
 		if got := s.Label(&rec); got != c.want {
-			t.Errorf("Label(%.20q) = %q, want %q", c.model, got, c.want)
+			t.Errorf("Label(%.20q, %s) = %q, want %q", c.model, c.o.status, got, c.want)
 		}
 	}
 }
