@@ -64,6 +64,7 @@ type Server struct {
 	router    *route.Router
 	api       *api.Handler
 	recorders relay.Recorders // every finished record goes to each, in order
+	tracer    relay.Tracer    // joins requests to their callers' traces; nil when spans are not exported
 
 	ln   net.Listener
 	http *http.Server
@@ -150,6 +151,7 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		BodyReadTimeout: cfg.BodyReadTimeout.D(),
 		UserHashKey:     userKey,
 		Logger:          s.log,
+		Tracer:          s.tracer,
 	})
 	s.gw.Register(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

@@ -39,6 +39,9 @@ func (s *Server) setupTelemetry(mux *http.ServeMux, listen string) error {
 		}
 		sink.otel = o
 		next = append(next, o)
+		// Spans are exported: join each request to its caller's trace
+		// and pass the gateway's span on upstream (issue 17).
+		s.tracer = telemetry.Tracing{}
 	}
 	sink.queue = telemetry.NewQueue(0, next...)
 

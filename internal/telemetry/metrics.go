@@ -252,14 +252,14 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 // Record observes one finished request. It runs on the request's goroutine
 // after the response ended: a cached lookup and atomic adds, no I/O.
 //
-// With tracing on (rec.TraceID set) each observation of the latency
+// With tracing on (rec.TraceID set, and sampled) each observation of the latency
 // families carries the trace id as an exemplar, shown in the OpenMetrics
 // and protobuf expositions: a slow bucket links to a request that put a
 // value there.
 func (m *Metrics) Record(rec record.Record) {
 	s := m.series(seriesKey{api: rec.API, model: m.models.Label(&rec), channel: safeLabel(rec.Channel), group: safeLabel(rec.Group), stream: rec.Stream})
 	o := observer{}
-	if rec.TraceID != "" && validTraceID(rec.TraceID) {
+	if rec.TraceID != "" && rec.Trace.Sampled && validTraceID(rec.TraceID) {
 		o.ex = prometheus.Labels{"trace_id": rec.TraceID}
 	}
 	f := &rec.Fields
