@@ -69,7 +69,7 @@ func (s *Server) setupTelemetry(mux *http.ServeMux, listen string) error {
 				return telemetry.StoreStats{}
 			}
 			st := writer.Stats()
-			return telemetry.StoreStats{Queued: st.Queued, Dropped: st.Dropped, Rejected: st.Rejected, Written: st.Written}
+			return telemetry.StoreStats{Queued: st.Queued, Capacity: writer.Capacity(), Dropped: st.Dropped, Rejected: st.Rejected, Written: st.Written}
 		},
 		Dropped: sink.queue.Dropped,
 		Runtime: true,

@@ -91,6 +91,7 @@ type ChannelInflight struct {
 // StoreStats are the record writer's counters (store.WriterStats).
 type StoreStats struct {
 	Queued   int    // records held in memory, waiting or being written
+	Capacity int    // the most records the queue holds before dropping; 0 = unknown (not exported)
 	Dropped  uint64 // records lost: queue full, or the writer closed first
 	Rejected uint64 // records the store refused
 	Written  uint64 // records stored
@@ -231,6 +232,7 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 	if opts.Store != nil {
 		m.reg.MustRegister(&storeCollector{f: opts.Store,
 			queue:    prometheus.NewDesc("ttfx_store_queue_depth", "Records waiting in memory to be written to the store, or in the batch being written.", nil, nil),
+			capacity: prometheus.NewDesc("ttfx_store_queue_capacity", "The most records the store queue holds; past it, records are dropped (ttfx_store_dropped_total).", nil, nil),
 			dropped:  prometheus.NewDesc("ttfx_store_dropped_total", "Records that were not stored because the queue was full or the writer closed before it could write them.", nil, nil),
 			rejected: prometheus.NewDesc("ttfx_store_rejected_total", "Records the store refused (invalid, or refused by a store that otherwise answers).", nil, nil),
 			written:  prometheus.NewDesc("ttfx_store_written_total", "Records written to the store.", nil, nil),
@@ -467,12 +469,13 @@ func (c *channelCollector) Collect(ch chan<- prometheus.Metric) {
 
 // storeCollector reads the record writer's counters at scrape time.
 type storeCollector struct {
-	f                                 func() StoreStats
-	queue, dropped, rejected, written *prometheus.Desc
+	f                                           func() StoreStats
+	queue, capacity, dropped, rejected, written *prometheus.Desc
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.queue
+	ch <- c.capacity
 	ch <- c.dropped
 	ch <- c.rejected
 	ch <- c.written
@@ -481,6 +484,9 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.f()
 	ch <- prometheus.MustNewConstMetric(c.queue, prometheus.GaugeValue, float64(st.Queued))
+	if st.Capacity > 0 {
+		ch <- prometheus.MustNewConstMetric(c.capacity, prometheus.GaugeValue, float64(st.Capacity))
+	}
 	ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(st.Dropped))
 	ch <- prometheus.MustNewConstMetric(c.rejected, prometheus.CounterValue, float64(st.Rejected))
 	ch <- prometheus.MustNewConstMetric(c.written, prometheus.CounterValue, float64(st.Written))
