@@ -177,6 +177,10 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 			// A series that had to lower its resolution is reset to the
 			// full one at most hourly.
 			NativeHistogramMinResetDuration: time.Hour,
+			// Exemplars stay on the classic buckets (one per bucket, cheap);
+			// the native histograms' list of exemplars, kept sorted by value,
+			// cost BenchmarkMetricsRecordExemplar ~60 µs per traced request.
+			NativeHistogramMaxExemplars: -1,
 		},
 			append(append([]string(nil), seriesLabels...), extra...))
 		m.reg.MustRegister(h)
@@ -257,7 +261,11 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 // With tracing on (rec.TraceID set, and sampled) each observation of the latency
 // families carries the trace id as an exemplar, shown in the OpenMetrics
 // and protobuf expositions: a slow bucket links to a request that put a
-// value there.
+// value there. BenchmarkMetricsRecordExemplar: a traced record cost 9 µs
+// of CPU (pprof samples; 25–40 µs of wall time on a loaded 2-core machine)
+// and 65 allocations (2640 B), against 1.1 µs and none untraced:
+// client_golang builds each exemplar as a protobuf message. It is paid once
+// per request after its response ended, never per relayed event.
 func (m *Metrics) Record(rec record.Record) {
 	s := m.series(seriesKey{api: rec.API, model: m.models.Label(&rec), channel: safeLabel(rec.Channel), group: safeLabel(rec.Group), stream: rec.Stream})
 	o := observer{}
@@ -272,11 +280,15 @@ func (m *Metrics) Record(rec record.Record) {
 	o.offset(s.duration, f.TotalHandlerMs)
 	o.span(s.upstream, f.UpstreamDoneMs.Sub(f.UpstreamStartMs))
 	o.span(s.relayLag, f.RelayLag())
-	o.span(s.phase[0], f.AuthMs)
-	o.span(s.phase[1], f.DistributionMs)
-	o.span(s.phase[2], f.BodyReadMs)
-	o.span(s.phase[3], f.TotalHandlerMs.Sub(f.UpstreamDoneMs))
-	o.span(s.phase[4], f.RequestWaitMs)
+	// The local phases (five tiny spans) carry no exemplar: each one
+	// costs about 0.7 µs and 7 allocations, and the request's trace is
+	// already on every other family.
+	plain := observer{}
+	plain.span(s.phase[0], f.AuthMs)
+	plain.span(s.phase[1], f.DistributionMs)
+	plain.span(s.phase[2], f.BodyReadMs)
+	plain.span(s.phase[3], f.TotalHandlerMs.Sub(f.UpstreamDoneMs))
+	plain.span(s.phase[4], f.RequestWaitMs)
 	o.span(s.maxGap, f.MaxOutputGapMs)
 	if v, ok := rec.VisibleOutputTPS.Get(); ok {
 		o.observe(s.tps, v)

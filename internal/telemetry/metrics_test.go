@@ -355,6 +355,18 @@ func BenchmarkMetricsRecord(b *testing.B) {
 	}
 }
 
+// BenchmarkMetricsRecordExemplar is a traced request: each latency
+// observation also stores its trace id as the bucket's exemplar.
+func BenchmarkMetricsRecordExemplar(b *testing.B) {
+	m := NewMetrics(MetricsOptions{})
+	rec := traceB()
+	rec.TraceID, rec.Trace.Sampled = "4bf92f3577b34da6a3ce929d0e0e4736", true
+	b.ReportAllocs()
+	for b.Loop() {
+		m.Record(rec)
+	}
+}
+
 // BenchmarkMetricsRecordParallel is the same under contention: requests
 // of one series finishing on every core at once.
 func BenchmarkMetricsRecordParallel(b *testing.B) {
@@ -390,4 +402,45 @@ func FuzzMetricsKey(f *testing.F) {
 			t.Fatalf("Authorization %q: %d, want %d", auth, rr.Code, want)
 		}
 	})
+}
+
+// TestMetricsStreamGapAndRequestWait: issue 14's metric items — the stream
+// label keeps streaming and non-streaming apart, the longest output gap
+// has its histogram, and request_wait is a local phase.
+func TestMetricsStreamGapAndRequestWait(t *testing.T) {
+	m := NewMetrics(MetricsOptions{})
+	streamed := traceB()
+	streamed.MaxOutputGapMs = timeline.SpanOf(ms(3500))
+	streamed.RequestWaitMs = timeline.SpanOf(ms(0.3))
+	whole := traceB()
+	whole.Stream = false
+	whole.MaxOutputGapMs = timeline.Span{} // absent: never observed as 0
+	m.Record(streamed)
+	m.Record(whole)
+	fams := gather(t, m.Handler(""))
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		count  uint64
+		sum    float64
+	}{
+		{"ttfx_max_output_gap_seconds", map[string]string{"stream": "true"}, 1, 3.5},
+		{"ttfx_max_output_gap_seconds", map[string]string{"stream": "false"}, 0, 0},
+		{"ttfx_local_phase_seconds", map[string]string{"stream": "true", "phase": PhaseRequestWait}, 1, 0.0003},
+		{"ttfx_local_phase_seconds", map[string]string{"stream": "false", "phase": PhaseRequestWait}, 0, 0},
+		{"ttfx_time_to_headers_seconds", map[string]string{"stream": "true"}, 1, 0.24},
+		{"ttfx_time_to_headers_seconds", map[string]string{"stream": "false"}, 1, 0.24},
+	} {
+		mt := find(fams, c.name, c.labels)
+		if mt == nil {
+			t.Errorf("%s%v missing", c.name, c.labels)
+			continue
+		}
+		if h := mt.GetHistogram(); h.GetSampleCount() != c.count || math.Abs(h.GetSampleSum()-c.sum) > 1e-9 {
+			t.Errorf("%s%v: count %d sum %v, want %d and %v", c.name, c.labels, h.GetSampleCount(), h.GetSampleSum(), c.count, c.sum)
+		}
+	}
+	if n := len(fams["ttfx_requests_total"].GetMetric()); n != 2 {
+		t.Errorf("requests_total has %d series, want one per stream flag", n)
+	}
 }
