@@ -64,7 +64,10 @@ type Server struct {
 	router    *route.Router
 	api       *api.Handler
 	recorders relay.Recorders // every finished record goes to each, in order
-	tracer    relay.Tracer    // joins requests to their callers' traces; nil when spans are not exported
+
+	// tracer joins requests to their callers' traces; nil when spans
+	// are not exported.
+	tracer relay.Tracer
 
 	ln   net.Listener
 	http *http.Server
