@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# ci-prometheus.sh — make the prometheus binary available for the telemetry
-# tests (internal/telemetry TestPrometheusScrapesGateway).
+# ci-prometheus.sh — make the prometheus and promtool binaries available for the telemetry
+# tests (internal/telemetry TestPrometheusScrapesGateway, TestDeployAgainstPrometheus,
+# TestPromtoolRules; Debian's prometheus package ships promtool too).
 #
 # Run as root on a Debian machine. It installs Debian's prometheus package
 # when the binary is missing, without recommended packages (the node
@@ -14,7 +15,7 @@ set -euo pipefail
 
 log() { echo "ci-prometheus: $*" >&2; }
 
-if ! command -v prometheus >/dev/null 2>&1; then
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
 	if [ "$(id -u)" -ne 0 ]; then
 		log "prometheus is missing and installing it needs root"
 		exit 1
@@ -25,4 +26,4 @@ if ! command -v prometheus >/dev/null 2>&1; then
 	apt-get install -y -qq --no-install-recommends prometheus >&2
 fi
 
-log "ready: $(prometheus --version 2>&1 | head -n 1)"
+log "ready: $(prometheus --version 2>&1 | head -n 1); $(promtool --version 2>&1 | head -n 1)"

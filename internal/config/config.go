@@ -156,12 +156,19 @@ type Metrics struct {
 	Key string `yaml:"-"`
 	// MaxModels bounds the distinct model label values; others are "other".
 	MaxModels int `yaml:"max_models"`
+	// Public leaves /metrics open without key_env on a listener that is
+	// not loopback; by default such a listener requires an admin key.
+	Public bool `yaml:"public"`
 }
 
 // Telemetry configures the optional OpenTelemetry export.
 type Telemetry struct {
 	OTLPEndpoint string   `yaml:"otlp_endpoint"` // OTLP/HTTP base URL; empty = off
 	Interval     Duration `yaml:"interval"`      // metric export interval
+	// TraceURL links a request's trace id to a tracing UI from the
+	// dashboard's request detail: a URL with {trace_id} where the id goes,
+	// e.g. http://127.0.0.1:16686/trace/{trace_id} (Jaeger). Empty: no link.
+	TraceURL string `yaml:"trace_url"`
 }
 
 // Duration is a time.Duration written as "30s", "720h", "10m" in YAML.

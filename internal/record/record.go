@@ -84,6 +84,17 @@ type Record struct {
 	// TraceID is the W3C trace id of the request's span (32 hex digits)
 	// when tracing is on; empty otherwise. An id, never content.
 	TraceID string `json:"trace_id,omitempty"`
+	// Trace is the rest of the request's W3C span context, for the OTLP
+	// export that builds its span after the fact; it is not stored.
+	Trace Trace `json:"-"`
+}
+
+// Trace is a request's span context beside its TraceID (W3C trace-context).
+type Trace struct {
+	SpanID       string // the gateway's span for the request, 16 hex digits
+	ParentSpanID string // the caller's span (incoming traceparent); empty when the request started the trace
+	Sampled      bool   // the sampled flag the gateway propagated
+	State        string // the caller's tracestate, passed on as received (bounded); empty for none
 }
 
 // Attempt roles: why an attempt was started.
@@ -144,6 +155,9 @@ type Attempt struct {
 	FirstResponseAtMs   timeline.Offset `json:"first_response_at_ms"`   // this attempt's t4 − t0 of the request; absent if it had none
 	TokensInput         *int            `json:"tokens_input"`           // tokens this attempt consumed, when known (a cancelled hedge's)
 	TokensOutput        *int            `json:"tokens_output"`
+	// SpanID is the span id this attempt's upstream request carried in
+	// its traceparent when tracing is on; empty otherwise.
+	SpanID string `json:"span_id,omitempty"`
 }
 
 // Int returns a pointer to n, for Tokens.

@@ -66,6 +66,22 @@ type Options struct {
 	// uploads); 0 means DefaultBodyReadTimeout.
 	BodyReadTimeout time.Duration
 	Logger          *slog.Logger
+	// Tracer, if set, joins each request to its caller's trace (W3C
+	// trace-context) and passes the gateway's span on upstream.
+	Tracer Tracer
+}
+
+// Tracer is the trace-context hook of the relay (issue 17). Both methods
+// run on the request's goroutine and must be cheap: header parsing and
+// random ids, no I/O.
+type Tracer interface {
+	// Start reads the client's traceparent and tracestate from h at t0
+	// and sets rec.TraceID and rec.Trace.
+	Start(h http.Header, rec *record.Record)
+	// Inject sets the trace headers of an upstream request of rec,
+	// naming a new span of the gateway as its parent, and returns that
+	// span's id (kept as the attempt's SpanID).
+	Inject(h http.Header, rec *record.Record) string
 }
 
 // DefaultBodyReadTimeout bounds reading a request body when Options leave
@@ -183,6 +199,9 @@ func (x *exchange) serve() {
 		Route:     x.ep.pattern,
 
 		SkippedEjected: []string{},
+	}
+	if g.opts.Tracer != nil {
+		g.opts.Tracer.Start(x.r.Header, &x.rec)
 	}
 	x.rec.Inflight.Gateway = int(g.inflight.Add(1))
 	defer g.inflight.Add(-1)

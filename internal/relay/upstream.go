@@ -39,6 +39,7 @@ type attempt struct {
 	// sent is set once the whole request was written upstream (traceSent).
 	sent atomic.Bool
 
+	spanID      string      // the span its upstream request named in traceparent; "" without tracing
 	firstOutput *time.Timer // stopped at t4 (or the first bytes of a non-SSE stream)
 	unlink      func() bool // detaches the attempt from the gateway's shutdown
 }
@@ -275,7 +276,7 @@ func (x *exchange) start(ch *route.Channel) (*attempt, *HTTPError) {
 	a.resp = resp
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		x.attempts = append(x.attempts, record.Attempt{Channel: ch.Name, Status: record.StatusOK, HTTPStatus: resp.StatusCode,
-			Role: x.nextRole(), Outcome: record.OutcomeWon})
+			Role: x.nextRole(), Outcome: record.OutcomeWon, SpanID: a.spanID})
 		x.setAttemptTiming(len(x.attempts)-1, a.index)
 		x.tl.Relay(a.index)
 		return a, nil
@@ -289,7 +290,7 @@ func (x *exchange) start(ch *route.Channel) (*attempt, *HTTPError) {
 
 // attemptFailed records a failed attempt and returns its error.
 func (x *exchange) attemptFailed(a *attempt, e *HTTPError) *HTTPError {
-	at := record.Attempt{Channel: a.ch.Name, Status: e.Status, Error: e.Msg, Role: x.nextRole(), Outcome: record.OutcomeFailed}
+	at := record.Attempt{Channel: a.ch.Name, Status: e.Status, Error: e.Msg, Role: x.nextRole(), Outcome: record.OutcomeFailed, SpanID: a.spanID}
 	if a.resp != nil {
 		at.HTTPStatus = a.resp.StatusCode
 	}
@@ -435,6 +436,9 @@ func (x *exchange) upstreamRequest(ctx context.Context, a *attempt) (*http.Reque
 		}
 	}
 	req.Header.Set("X-Request-Id", x.rec.RequestID)
+	if t := x.g.opts.Tracer; t != nil {
+		a.spanID = t.Inject(req.Header, &x.rec)
+	}
 	return req, nil
 }
 

@@ -74,6 +74,10 @@ type Server struct {
 	api        *api.Handler
 	recorders  relay.Recorders // every finished record goes to each, in order
 
+	// tracer joins requests to their callers' traces; nil when spans
+	// are not exported.
+	tracer relay.Tracer
+
 	ln   net.Listener
 	http *http.Server
 
@@ -184,7 +188,7 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 
 	mux := http.NewServeMux()
 	s.recorders = relay.Recorders{s.writer}
-	if err := s.setupTelemetry(mux); err != nil {
+	if err := s.setupTelemetry(mux, addr); err != nil {
 		return nil, err
 	}
 	s.gw = relay.New(relay.Options{
@@ -197,6 +201,7 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		BodyReadTimeout: cfg.BodyReadTimeout.D(),
 		UserHashKey:     userKey,
 		Logger:          s.log,
+		Tracer:          s.tracer,
 	})
 	s.gw.Register(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

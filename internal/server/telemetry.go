@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"github.com/ttfx/ttfx/internal/auth"
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/telemetry"
 )
@@ -20,8 +22,7 @@ import (
 // Prometheus observation runs on the request's goroutine (it is a few
 // atomic adds); the request log and the OTLP export go through a
 // telemetry.Queue, so a slow log pipe or collector never holds a client.
-func (s *Server) setupTelemetry(mux *http.ServeMux) error {
-	key := s.cfg.Metrics.Key
+func (s *Server) setupTelemetry(mux *http.ServeMux, listen string) error {
 	models := telemetry.NewModels(exactModels(s), s.cfg.Metrics.MaxModels)
 
 	sink := &telemetrySink{}
@@ -38,6 +39,9 @@ func (s *Server) setupTelemetry(mux *http.ServeMux) error {
 		}
 		sink.otel = o
 		next = append(next, o)
+		// Spans are exported: join each request to its caller's trace
+		// and pass the gateway's span on upstream (issue 17).
+		s.tracer = telemetry.Tracing{}
 	}
 	sink.queue = telemetry.NewQueue(0, next...)
 
@@ -65,19 +69,55 @@ func (s *Server) setupTelemetry(mux *http.ServeMux) error {
 				return telemetry.StoreStats{}
 			}
 			st := writer.Stats()
-			return telemetry.StoreStats{Queued: st.Queued, Dropped: st.Dropped, Rejected: st.Rejected, Written: st.Written}
+			return telemetry.StoreStats{Queued: st.Queued, Capacity: writer.Capacity(), Dropped: st.Dropped, Rejected: st.Rejected, Written: st.Written}
 		},
 		Dropped: sink.queue.Dropped,
 		Runtime: true,
 	})
-	mux.Handle("GET /metrics", m.Handler(key))
-	if key == "" {
-		// The histograms carry group labels: say so once, at start.
-		s.log.Info("metrics: /metrics is readable without a key; set metrics.key_env to protect it")
-	}
+	mux.Handle("GET /metrics", m.AuthHandler(s.metricsAuth(listen)))
 	// Metrics first: /metrics counts a request before its log line is out.
 	s.recorders = append(s.recorders, m, sink)
 	return nil
+}
+
+// metricsAuth decides who may read /metrics (issue 18): the histograms
+// carry every group's and model's names. With metrics.key_env set, that
+// key alone. Without it, a listener reachable from other hosts takes an
+// admin key, unless metrics.public opens it on purpose; on loopback
+// (zero-config's 127.0.0.1:8080) it stays open, since only this host can
+// reach it. The choice is logged once, at start. nil means open.
+func (s *Server) metricsAuth(listen string) func(token string) bool {
+	if key := s.cfg.Metrics.Key; key != "" {
+		s.log.Info("metrics: /metrics requires the key of metrics.key_env")
+		return telemetry.KeyAuth(key)
+	}
+	switch {
+	case loopback(listen):
+		s.log.Info("metrics: /metrics is open on this loopback listener " + listen + "; set metrics.key_env to require a key")
+		return nil
+	case s.cfg.Metrics.Public:
+		s.log.Warn("metrics: /metrics is open to every host that reaches " + listen + " (metrics.public: true); it names every group and model")
+		return nil
+	}
+	s.log.Info("metrics: /metrics on " + listen + " requires an admin key (Authorization: Bearer); set metrics.key_env for a scrape key of its own, or metrics.public: true to open it")
+	return func(token string) bool {
+		p, ok := s.keys.Lookup(token)
+		return ok && p.Role == auth.RoleAdmin
+	}
+}
+
+// loopback reports whether a listen address ("host:port") binds loopback
+// only: 127.0.0.0/8, ::1 or localhost. An empty host binds every interface.
+func loopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		host = listen
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // telemetrySink is the queued part of the telemetry, kept among the

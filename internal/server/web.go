@@ -1,8 +1,11 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/ttfx/ttfx/internal/api"
 	"github.com/ttfx/ttfx/internal/web"
@@ -13,6 +16,12 @@ import (
 // registered on it (the diagnosis endpoint included) with the caller's
 // key and the API's own access rules.
 func (s *Server) setupWeb(mux *http.ServeMux) error {
+	if t := s.cfg.Telemetry.TraceURL; t != "" {
+		u, err := url.Parse(strings.ReplaceAll(t, "{trace_id}", "0"))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || !strings.Contains(t, "{trace_id}") {
+			return fmt.Errorf("telemetry.trace_url %q: want an http(s) URL with {trace_id} where the id goes, e.g. http://127.0.0.1:16686/trace/{trace_id}", t)
+		}
+	}
 	var groups []string
 	for _, e := range s.keys.Entries() {
 		if g := e.Principal.Group; g != "" && !slices.Contains(groups, g) {
@@ -31,9 +40,10 @@ func (s *Server) setupWeb(mux *http.ServeMux) error {
 			}
 			return out
 		},
-		Groups: groups,
-		Rules:  s.rules,
-		Log:    s.log,
+		Groups:   groups,
+		Rules:    s.rules,
+		TraceURL: s.cfg.Telemetry.TraceURL,
+		Log:      s.log,
 	}).Register(mux)
 	return nil
 }

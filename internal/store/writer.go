@@ -165,6 +165,10 @@ func (w *Writer) Stats() WriterStats {
 // Close stops accepting records and writes those still queued, retrying as
 // usual, until the queue is empty or ctx ends; records it could not write
 // by then are counted as dropped and reported in the error. It does not
+// Capacity returns the records the queue holds at most (QueueSize): past
+// it, records are dropped.
+func (w *Writer) Capacity() int { return w.opts.QueueSize }
+
 // close the Store.
 func (w *Writer) Close(ctx context.Context) error {
 	w.mu.Lock()

@@ -44,6 +44,9 @@ func testProfiles() map[string]sim.Profile {
 		// The Prometheus test's profile: first text at 250 ms, inside
 		// the (0.2, 0.3] bucket.
 		"ttft-250": {HeadersMs: 20, FirstEventMs: 20, TextMs: ptr(250), VisibleTokens: 10, TPS: 200},
+		// The native-histogram test's profile: first text spread over
+		// 60–460 ms by jitter, so the quantiles differ.
+		"spread": {HeadersMs: 5, FirstEventMs: 5, TextMs: ptr(60), JitterMs: 400, VisibleTokens: 4, TPS: 400},
 	}
 }
 

@@ -65,7 +65,7 @@ func (s *Models) Label(rec *record.Record) string {
 	if ok {
 		return m
 	}
-	if !labelable(m) || !accepted(rec) {
+	if !labelable(m) || !served(rec) {
 		return OtherModel
 	}
 	s.mu.Lock()
@@ -88,11 +88,15 @@ func labelable(m string) bool {
 	return m != "" && len(m) <= maxModelLen && utf8.ValidString(m)
 }
 
-// accepted reports whether an upstream answered the request with a
-// success status.
-func accepted(rec *record.Record) bool {
+// served reports whether a configured channel served the request
+// successfully: it ended ok, relayed from a channel whose attempt answered
+// with a success status.
+func served(rec *record.Record) bool {
+	if rec.Status != record.StatusOK || rec.Channel == "" {
+		return false
+	}
 	for _, a := range rec.Attempts {
-		if a.HTTPStatus >= 200 && a.HTTPStatus < 300 {
+		if a.Channel == rec.Channel && a.Status == record.StatusOK && a.HTTPStatus >= 200 && a.HTTPStatus < 300 {
 			return true
 		}
 	}

@@ -175,31 +175,44 @@ func TestMetricsAbsentMarksAreNotObserved(t *testing.T) {
 }
 
 func TestModelLabelsAreBounded(t *testing.T) {
-	ok := []record.Attempt{{HTTPStatus: 200}}
-	refused := []record.Attempt{{HTTPStatus: 404}}
+	// served: the request ended ok, relayed from channel "ch".
+	type outcome struct {
+		status   string
+		channel  string
+		attempts []record.Attempt
+	}
+	served := outcome{record.StatusOK, "ch", []record.Attempt{{Channel: "ch", Status: record.StatusOK, HTTPStatus: 200}}}
+	refused := outcome{record.StatusUpstreamHTTPError, "ch", []record.Attempt{{Channel: "ch", Status: record.StatusUpstreamHTTPError, HTTPStatus: 404}}}
+	// A 200 whose stream then failed: accepted by the upstream, never
+	// served. issue 18's probe filled the slots this way with made-up names.
+	failedStream := outcome{record.StatusUpstreamStreamError, "ch", []record.Attempt{{Channel: "ch", Status: record.StatusUpstreamStreamError, HTTPStatus: 200}}}
+	noChannel := outcome{record.StatusOK, "", nil}
+	fallback := outcome{record.StatusOK, "ch2", []record.Attempt{
+		{Channel: "ch", Status: record.StatusUpstreamHTTPError, HTTPStatus: 503},
+		{Channel: "ch2", Status: record.StatusOK, HTTPStatus: 200}}}
 	s := NewModels([]string{"configured"}, 2)
 	for _, c := range []struct {
-		model    string
-		attempts []record.Attempt
-		want     string
+		model string
+		o     outcome
+		want  string
 	}{
-		{"", nil, ""},
-		{"configured", nil, "configured"},          // named by the operator: always
-		{"junk-1", refused, OtherModel},            // never accepted upstream
-		{"a", ok, "a"},                             // admitted
-		{"a", refused, "a"},                        // once admitted, kept
-		{"b", ok, "b"},                             // admitted: the limit of 2 is now reached
-		{"c", ok, OtherModel},                      // over the limit
-		{"configured", refused, "configured"},      // configured names do not count against it
-		{strings.Repeat("x", 200), ok, OtherModel}, // too long
-		{"bad\xff", ok, OtherModel},                // not UTF-8: Prometheus would refuse it
-		{"junk-1", ok, OtherModel},                 // still over the limit
-		{OtherModel + "-not", refused, OtherModel}, // unaccepted
-		{"b", []record.Attempt{{HTTPStatus: 503}, {HTTPStatus: 200}}, "b"},
+		{"", noChannel, ""},
+		{"configured", refused, "configured"},          // named by the operator: always
+		{"junk-1", refused, OtherModel},                // never served
+		{"junk-2", failedStream, OtherModel},           // 200, then failed: not served
+		{"junk-3", noChannel, OtherModel},              // no configured channel served it
+		{"a", served, "a"},                             // admitted
+		{"a", refused, "a"},                            // once admitted, kept
+		{"b", fallback, "b"},                           // served by the fallback: the limit of 2 is now reached
+		{"c", served, OtherModel},                      // over the limit
+		{"configured", served, "configured"},           // configured names do not count against it
+		{strings.Repeat("x", 200), served, OtherModel}, // too long
+		{"bad\xff", served, OtherModel},                // not UTF-8: Prometheus would refuse it
+		{"junk-1", served, OtherModel},                 // still over the limit
 	} {
-		rec := record.Record{Model: c.model, Attempts: c.attempts}
+		rec := record.Record{Model: c.model, Status: c.o.status, Channel: c.o.channel, Attempts: c.o.attempts}
 		if got := s.Label(&rec); got != c.want {
-			t.Errorf("Label(%.20q) = %q, want %q", c.model, got, c.want)
+			t.Errorf("Label(%.20q, %s) = %q, want %q", c.model, c.o.status, got, c.want)
 		}
 	}
 }
@@ -342,6 +355,18 @@ func BenchmarkMetricsRecord(b *testing.B) {
 	}
 }
 
+// BenchmarkMetricsRecordExemplar is a traced request: each latency
+// observation also stores its trace id as the bucket's exemplar.
+func BenchmarkMetricsRecordExemplar(b *testing.B) {
+	m := NewMetrics(MetricsOptions{})
+	rec := traceB()
+	rec.TraceID, rec.Trace.Sampled = "4bf92f3577b34da6a3ce929d0e0e4736", true
+	b.ReportAllocs()
+	for b.Loop() {
+		m.Record(rec)
+	}
+}
+
 // BenchmarkMetricsRecordParallel is the same under contention: requests
 // of one series finishing on every core at once.
 func BenchmarkMetricsRecordParallel(b *testing.B) {
@@ -377,4 +402,45 @@ func FuzzMetricsKey(f *testing.F) {
 			t.Fatalf("Authorization %q: %d, want %d", auth, rr.Code, want)
 		}
 	})
+}
+
+// TestMetricsStreamGapAndRequestWait: issue 14's metric items — the stream
+// label keeps streaming and non-streaming apart, the longest output gap
+// has its histogram, and request_wait is a local phase.
+func TestMetricsStreamGapAndRequestWait(t *testing.T) {
+	m := NewMetrics(MetricsOptions{})
+	streamed := traceB()
+	streamed.MaxOutputGapMs = timeline.SpanOf(ms(3500))
+	streamed.RequestWaitMs = timeline.SpanOf(ms(0.3))
+	whole := traceB()
+	whole.Stream = false
+	whole.MaxOutputGapMs = timeline.Span{} // absent: never observed as 0
+	m.Record(streamed)
+	m.Record(whole)
+	fams := gather(t, m.Handler(""))
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		count  uint64
+		sum    float64
+	}{
+		{"ttfx_max_output_gap_seconds", map[string]string{"stream": "true"}, 1, 3.5},
+		{"ttfx_max_output_gap_seconds", map[string]string{"stream": "false"}, 0, 0},
+		{"ttfx_local_phase_seconds", map[string]string{"stream": "true", "phase": PhaseRequestWait}, 1, 0.0003},
+		{"ttfx_local_phase_seconds", map[string]string{"stream": "false", "phase": PhaseRequestWait}, 0, 0},
+		{"ttfx_time_to_headers_seconds", map[string]string{"stream": "true"}, 1, 0.24},
+		{"ttfx_time_to_headers_seconds", map[string]string{"stream": "false"}, 1, 0.24},
+	} {
+		mt := find(fams, c.name, c.labels)
+		if mt == nil {
+			t.Errorf("%s%v missing", c.name, c.labels)
+			continue
+		}
+		if h := mt.GetHistogram(); h.GetSampleCount() != c.count || math.Abs(h.GetSampleSum()-c.sum) > 1e-9 {
+			t.Errorf("%s%v: count %d sum %v, want %d and %v", c.name, c.labels, h.GetSampleCount(), h.GetSampleSum(), c.count, c.sum)
+		}
+	}
+	if n := len(fams["ttfx_requests_total"].GetMetric()); n != 2 {
+		t.Errorf("requests_total has %d series, want one per stream flag", n)
+	}
 }

@@ -138,7 +138,7 @@ func NewOTel(ctx context.Context, opts OTelOptions) (*OTel, error) {
 	o := &OTel{
 		mp: sdkmetric.NewMeterProvider(sdkmetric.WithResource(res),
 			sdkmetric.WithReader(sdkmetric.NewPeriodicReader(mexp, sdkmetric.WithInterval(interval)))),
-		tp: sdktrace.NewTracerProvider(sdktrace.WithResource(res),
+		tp: sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithIDGenerator(idGenerator{}),
 			sdktrace.WithBatcher(texp, sdktrace.WithBatchTimeout(min(interval, 5*time.Second)))),
 		models:    opts.Models,
 		upstreams: opts.Upstreams,
@@ -246,6 +246,29 @@ func (o *OTel) recordMetrics(ctx context.Context, rec *record.Record, op, provid
 	}
 }
 
+// requestContext returns the context to start rec's request span in: the
+// caller's span as its remote parent when the request came with a
+// traceparent, and the ids the relay chose at t0 (record.Trace), so that
+// the span is the one the upstream requests named as their parent.
+func requestContext(ctx context.Context, rec *record.Record) (context.Context, trace.TraceID) {
+	tid, err := trace.TraceIDFromHex(rec.TraceID)
+	if err != nil {
+		return ctx, trace.TraceID{}
+	}
+	if parent, err := trace.SpanIDFromHex(rec.Trace.ParentSpanID); err == nil {
+		var flags trace.TraceFlags
+		if rec.Trace.Sampled {
+			flags = trace.FlagsSampled
+		}
+		ts, _ := trace.ParseTraceState(rec.Trace.State) // a malformed one is dropped
+		ctx = trace.ContextWithRemoteSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{
+			TraceID: tid, SpanID: parent, TraceFlags: flags, TraceState: ts, Remote: true,
+		}))
+	}
+	sid, _ := trace.SpanIDFromHex(rec.Trace.SpanID)
+	return withIDs(ctx, tid, sid), tid
+}
+
 // Span event names of the marks (SPEC.md §1), in timeline order.
 const (
 	EventRequestReceived = "request_received" // t0
@@ -332,6 +355,7 @@ func (o *OTel) recordSpans(ctx context.Context, rec *record.Record, op, provider
 		attrs = append(attrs, attribute.StringSlice("ttfx.diagnosis", rec.Diagnosis))
 	}
 
+	ctx, tid := requestContext(ctx, rec)
 	ctx, span := o.tracer.Start(ctx, rec.Route, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithTimestamp(t0), trace.WithAttributes(attrs...))
 	for _, m := range [...]struct {
@@ -396,7 +420,9 @@ func (o *OTel) recordSpans(ctx context.Context, rec *record.Record, op, provider
 		if v, ok := a.UpstreamHeadersMs.Ms(); ok {
 			aa = append(aa, attribute.Float64("ttfx.upstream_headers_ms", v))
 		}
-		_, as := o.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient),
+		// The span id its upstream request carried; none: a random one.
+		sid, _ := trace.SpanIDFromHex(a.SpanID)
+		_, as := o.tracer.Start(withIDs(ctx, tid, sid), name, trace.WithSpanKind(trace.SpanKindClient),
 			trace.WithTimestamp(at(a.UpstreamStartMs)), trace.WithAttributes(aa...))
 		as.AddEvent(EventUpstreamStart, trace.WithTimestamp(at(a.UpstreamStartMs)))
 		if ms, ok := a.UpstreamHeadersAtMs.Ms(); ok {

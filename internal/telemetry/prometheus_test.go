@@ -36,7 +36,6 @@ func prometheusBinary(t *testing.T) string {
 // returns its base URL. It is stopped when the test ends.
 func startPrometheus(t *testing.T, bin, target string) string {
 	t.Helper()
-	dir := t.TempDir()
 	cfg := fmt.Sprintf(`global:
   scrape_interval: 1s
   evaluation_interval: 1s
@@ -47,6 +46,15 @@ scrape_configs:
     static_configs:
       - targets: [%q]
 `, target)
+	return startPrometheusConfig(t, bin, cfg)
+}
+
+// startPrometheusConfig runs a real Prometheus server with the
+// configuration cfg and extra flags (feature flags), its storage in a temp
+// dir, and returns its base URL. It is stopped when the test ends.
+func startPrometheusConfig(t *testing.T, bin, cfg string, flags ...string) string {
+	t.Helper()
+	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -59,12 +67,12 @@ scrape_configs:
 	addr := ln.Addr().String()
 	ln.Close()
 	var out bytes.Buffer
-	cmd := exec.Command(bin,
-		"--config.file="+cfgPath,
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr,
+	cmd := exec.Command(bin, append([]string{
+		"--config.file=" + cfgPath,
+		"--storage.tsdb.path=" + filepath.Join(dir, "data"),
+		"--web.listen-address=" + addr,
 		"--log.level=warn",
-	)
+	}, flags...)...)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start prometheus: %v", err)

@@ -67,6 +67,7 @@ type detailData struct {
 	ITL           string
 	Tokens        []kv
 	Lag           string
+	TraceURL      string // the trace's page in the tracing UI; empty without TraceURL or a trace id
 }
 
 type markRow struct{ Key, Name, Field, Value string }
@@ -79,6 +80,9 @@ func (h *Handler) request(r *http.Request, p auth.Principal, q viewQuery) ([]byt
 		return nil, err
 	}
 	d := detailData{R: rec, Back: q.link("requests"), Time: rec.Timestamp.In(q.TZ).Format("2006-01-02 15:04:05.000 ") + q.TZ.String()}
+	if rec.TraceID != "" && h.opts.TraceURL != "" {
+		d.TraceURL = strings.ReplaceAll(h.opts.TraceURL, "{trace_id}", url.PathEscape(rec.TraceID))
+	}
 	d.Rows, d.Scale = detailRows(&rec)
 	d.Axis = msAxis(d.Scale)
 	_, d.AxisUnit = unitScale(d.Scale)

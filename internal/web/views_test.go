@@ -201,6 +201,27 @@ func TestRequestDetailTraceB(t *testing.T) {
 	}
 }
 
+// TestRequestDetailTraceLink (issue 17): a traced request's detail links
+// its trace id through the configured URL template; without a template the
+// id is shown as text, and an untraced request shows none.
+func TestRequestDetailTraceLink(t *testing.T) {
+	const tid = "4bf92f3577b34da6a3ce929d0e0e4736"
+	traced := traceB("req-t", "team-a", now.Add(-time.Minute))
+	traced.TraceID = tid
+	recs := append(standardRecords(), traced)
+	linked := newFixture(t, recs, nil, func(o *Options) { o.TraceURL = "http://127.0.0.1:16686/trace/{trace_id}" })
+	if b := linked.get(t, "/ui/view/request/req-t", keyAdmin).body; !strings.Contains(b, `<a href="http://127.0.0.1:16686/trace/`+tid+`" data-trace-link rel="noopener">`+tid+`</a>`) {
+		t.Errorf("no trace link in the detail: %s", b)
+	}
+	if b := linked.get(t, "/ui/view/request/req-b", keyAdmin).body; strings.Contains(b, "data-trace") {
+		t.Error("an untraced request shows a trace")
+	}
+	plain := newFixture(t, recs, nil)
+	if b := plain.get(t, "/ui/view/request/req-t", keyAdmin).body; !strings.Contains(b, `<code data-trace-id>`+tid+`</code>`) || strings.Contains(b, "data-trace-link") {
+		t.Errorf("without a URL template the id should show as text: %s", b)
+	}
+}
+
 // TestRequestDetailAttemptsAndAbsent: each attempt has its own row; an
 // attempt without headers is dashed until the next one starts; stretches
 // whose marks are absent say so.

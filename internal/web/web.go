@@ -86,6 +86,10 @@ type Options struct {
 	Now func() time.Time
 	// Log receives failures of the read API; nil discards.
 	Log *slog.Logger
+	// TraceURL links a request's trace id to a tracing UI from its detail
+	// (issue 17): an http(s) URL with {trace_id} where the id goes. Empty:
+	// the trace id is shown without a link.
+	TraceURL string
 }
 
 // Handler serves the dashboard.

@@ -154,7 +154,7 @@ type fixture struct {
 
 // newFixture serves the read API and the dashboard over a SQLite store
 // holding recs; extra registers more routes (a diagnosis endpoint).
-func newFixture(t testing.TB, recs []record.Record, extra func(*http.ServeMux)) *fixture {
+func newFixture(t testing.TB, recs []record.Record, extra func(*http.ServeMux), opts ...func(*Options)) *fixture {
 	t.Helper()
 	s, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "ttfx.db"))
 	if err != nil {
@@ -180,7 +180,7 @@ func fixtureOver(t testing.TB, s store.Store, clock func() time.Time, extra func
 	if extra != nil {
 		extra(mux)
 	}
-	New(Options{
+	o := Options{
 		API: mux, Resolve: api.KeyringResolver(keys), Now: clock, Rules: diagnose.New(config.Diagnosis{}),
 		Groups: []string{"team-a", "team-b"},
 		Channels: func() []Channel {
@@ -190,7 +190,11 @@ func fixtureOver(t testing.TB, s store.Store, clock func() time.Time, extra func
 				{Name: "team-b-only", Protocol: "openai", Groups: []string{"team-b"}, Inflight: 7},
 			}
 		},
-	}).Register(mux)
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	New(o).Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return &fixture{srv: srv, store: cs, mux: mux}
