@@ -15,11 +15,11 @@ import "time"
 
 // Ejection is a channel's ejection state for one model, for views.
 type Ejection struct {
-	State      string        `json:"state"` // healthy | ejected | probing
-	Remaining  time.Duration `json:"-"`     // until the probe may start; 0 unless ejected
-	Ejections  uint64        `json:"ejections"`
-	InARow     int           `json:"in_a_row"`             // the back-off multiplier of the last ejection
-	Consecutive int          `json:"consecutive_failures"` // ejectable failures in a row now
+	State       string        `json:"state"` // healthy | ejected | probing
+	Remaining   time.Duration `json:"-"`     // until the probe may start; 0 unless ejected
+	Ejections   uint64        `json:"ejections"`
+	InARow      int           `json:"in_a_row"`             // the back-off multiplier of the last ejection
+	Consecutive int           `json:"consecutive_failures"` // ejectable failures in a row now
 }
 
 // admit decides whether a plan made at now may use the channel, and

@@ -58,14 +58,15 @@ const (
 type Kind uint8
 
 const (
-	KindOK        Kind = iota + 1 // an answer (2xx with output or a clean end; 4xx other than 429 also proves the channel alive)
-	KindConnect                   // connection failed or the stream broke before output
-	KindHTTP5xx                   // 5xx status
-	KindTimeout                   // header or first-output timeout
-	KindRateLimit                 // 429: neither a failure of the channel nor a success
-	KindCancelled                 // the client left or the attempt lost a hedge race: says nothing about the channel
-	KindOtherTimeout              // idle or total timeout after output began
-	KindStreamError               // failed after output began (error event, reset, truncation)
+	KindOK           Kind = iota + 1 // an answer (2xx with output or a clean end; 4xx other than 429 also proves the channel alive)
+	KindConnect                      // connection failed or the stream broke before output
+	KindHTTP5xx                      // 5xx status
+	KindHTTP4xx                      // 4xx other than 429: counted as an error, but the channel answered
+	KindTimeout                      // header or first-output timeout
+	KindRateLimit                    // 429: neither a failure of the channel nor a success
+	KindCancelled                    // the client left or the attempt lost a hedge race: says nothing about the channel
+	KindOtherTimeout                 // idle or total timeout after output began
+	KindStreamError                  // failed after output began (error event, reset, truncation)
 )
 
 // ejectable reports whether k counts toward outlier ejection (Envoy's
@@ -122,9 +123,9 @@ type Health struct {
 	// nearly every request); mu guards the rest and is taken only when an
 	// attempt fails, when a success follows failures, and while the
 	// channel is ejected or probing.
-	ejected   atomic.Bool
+	ejected    atomic.Bool
 	failStreak atomic.Int32 // consecutive ejectable failures, mirrored for the success path
-	ejections atomic.Uint64
+	ejections  atomic.Uint64
 
 	mu          sync.Mutex
 	state       ejectState
@@ -283,7 +284,7 @@ func (h *Health) snapshot(fresh bool) *healthSnap {
 		case KindTimeout, KindOtherTimeout:
 			n.counts.Timeouts++
 			n.counts.Errors++
-		case KindConnect, KindHTTP5xx, KindRateLimit, KindStreamError:
+		case KindConnect, KindHTTP5xx, KindHTTP4xx, KindRateLimit, KindStreamError:
 			n.counts.Errors++
 		}
 	}

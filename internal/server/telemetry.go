@@ -70,6 +70,7 @@ func (s *Server) setupTelemetry(mux *http.ServeMux) error {
 		Dropped: sink.queue.Dropped,
 		Runtime: true,
 	})
+	m.RegisterRouting(s.routingStats)
 	mux.Handle("GET /metrics", m.Handler(key))
 	if key == "" {
 		// The histograms carry group labels: say so once, at start.
