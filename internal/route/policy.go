@@ -94,7 +94,8 @@ type HedgePolicy struct {
 	Percentile float64
 	Floor      time.Duration
 	// MaxShare bounds hedges two ways: over any run of n requests of the
-	// route at most MaxShare × n + hedgeBurst start a hedge, and at most
+	// route at most MaxShare × n + hedgeBurst start a hedge (the budget
+	// starts empty), and at most
 	// max(1, ⌈MaxShare × the route's requests in flight⌉) hedges run at
 	// once. An outage that makes every request want one therefore adds
 	// MaxShare of the load, not 100 % (gRPC throttles hedges with a token
@@ -102,8 +103,11 @@ type HedgePolicy struct {
 	MaxShare float64
 }
 
-// hedgeBurst is how many hedges a quiet route banks.
-const hedgeBurst = 2
+// hedgeBurst is how many hedges a quiet route banks (gRPC's retry
+// throttling keeps max_tokens 10 the same way): enough for a burst of
+// slow first outputs after a calm spell, while the in-flight bound keeps
+// the burst to a share of the traffic.
+const hedgeBurst = 10
 
 // Plan is the order of the channels for one request.
 type Plan struct {

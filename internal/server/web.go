@@ -31,9 +31,10 @@ func (s *Server) setupWeb(mux *http.ServeMux) error {
 			}
 			return out
 		},
-		Groups: groups,
-		Rules:  s.rules,
-		Log:    s.log,
+		Routing: s.router.Report,
+		Groups:  groups,
+		Rules:   s.rules,
+		Log:     s.log,
 	}).Register(mux)
 	return nil
 }

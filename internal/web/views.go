@@ -389,6 +389,8 @@ type channelsData struct {
 	Rows     []channelRow
 	Channels []Channel
 	Method   string
+	Health   []healthRow // live, from the router; nil without one
+	Routes   []routeRow  // admins only
 }
 
 func (h *Handler) channels(r *http.Request, p auth.Principal, q viewQuery) ([]byte, error) {
@@ -404,6 +406,7 @@ func (h *Handler) channels(r *http.Request, p auth.Principal, q viewQuery) ([]by
 	}
 	d := channelsData{Filters: h.filters("channels", p, q, nil), Window: q.windowText(), Defs: ttftDefs, Channels: chans,
 		Method: st.PercentileMethod}
+	d.Health, d.Routes = h.routing(p, chans)
 	worst := make([]float64, len(ttftDefs))
 	for _, g := range st.Groups {
 		row := channelRow{Channel: g.Key["channel"], Model: g.Key["model"], Count: g.Count, Errors: g.Errors,
