@@ -88,6 +88,12 @@ func (x *exchange) race(plan *route.Plan) {
 		// Cancelled racers end promptly; their timers stop, and they are
 		// recorded, only once their goroutines no longer touch them.
 		wg.Wait()
+		// Headers that came while the race was being decided.
+		for len(events) > 0 {
+			if ev := <-events; ev.kind == raceHeaders {
+				x.tl.GotHeadersAt(ev.r.ti, ev.at)
+			}
+		}
 		for _, rc := range racers {
 			if rc != winner {
 				rc.a.stop()
@@ -238,6 +244,12 @@ func (x *exchange) race(plan *route.Plan) {
 // recordLoser records a racer cancelled because winner reached first
 // output first, and tells its channel's health.
 func (x *exchange) recordLoser(rc, winner *racer) {
+	if rc.herr != nil && !errors.Is(context.Cause(rc.a.ctx), errHedgeLost) {
+		// It had failed on its own before the cancel reached it.
+		x.recordRacer(rc, rc.herr.Status, rc.herr.Msg, record.OutcomeFailed)
+		x.observe(rc.h, rc.ti, len(x.attempts)-1, false)
+		return
+	}
 	x.recordRacer(rc, record.StatusClientCancelled,
 		"cancelled: the "+winner.role+" attempt on "+winner.a.ch.Name+" reached first output first", record.OutcomeCancelled)
 	res := route.Result{Kind: route.KindCancelled, Stream: true}
