@@ -202,6 +202,7 @@ func (x *exchange) race(plan *route.Plan) {
 			x.rec.Error = "client closed the request before an upstream answered"
 			return
 		}
+		x.useChannel(lastFailed.a.ch)
 		var resp *http.Response
 		if lastFailed.errBody != nil {
 			resp = lastFailed.a.resp
