@@ -26,6 +26,18 @@ const (
 	StrategyLatency Strategy = "latency"
 )
 
+// strategies are the strategies in a fixed order, for counters.
+var strategies = [...]Strategy{StrategyPriority, StrategyWeighted, StrategyLatency}
+
+func strategyIndex(s Strategy) int {
+	for i, x := range strategies {
+		if x == s {
+			return i
+		}
+	}
+	return 0
+}
+
 // Definition is the milestone the latency strategy ranks by.
 type Definition string
 

@@ -42,9 +42,10 @@ type Channel struct {
 	// estimated unless the client asked for usage itself.
 	NoStreamUsage bool
 
-	inflight atomic.Int64
-	health   sync.Map     // model key → *Health
-	models   atomic.Int32 // keys in health
+	inflight  atomic.Int64
+	health    sync.Map                       // model key → *Health
+	models    atomic.Int32                   // keys in health
+	decisions [len(strategies)]atomic.Uint64 // plans that put it first, by strategy
 }
 
 // Inflight returns the requests currently using the channel.
@@ -257,6 +258,7 @@ func (r *Router) Plan(protocol, model, group string) Plan {
 		p.Health = append(p.Health, skipped[best])
 		p.Skipped = slices.Delete(p.Skipped, best, best+1)
 	}
+	p.Channels[0].decisions[strategyIndex(p.Strategy)].Add(1)
 	return p
 }
 

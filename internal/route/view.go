@@ -128,3 +128,23 @@ func (r *Router) Hedges() (started, won, lost uint64) {
 	}
 	return
 }
+
+// Decision counts the plans that put a channel first under a strategy.
+type Decision struct {
+	Strategy, Channel string
+	Plans             uint64
+}
+
+// Decisions returns, for each channel and strategy that made a plan, how
+// many plans put the channel first (ttfx_route_decisions_total).
+func (r *Router) Decisions() []Decision {
+	var out []Decision
+	for _, c := range r.channels {
+		for i, s := range strategies {
+			if n := c.decisions[i].Load(); n > 0 {
+				out = append(out, Decision{Strategy: string(s), Channel: c.Name, Plans: n})
+			}
+		}
+	}
+	return out
+}

@@ -61,5 +61,8 @@ func (s *Server) routingStats() telemetry.RoutingStats {
 		st.Channels = append(st.Channels, telemetry.ChannelEjection{Channel: e.Channel, Model: e.Model, Ejected: e.Ejected, Ejections: e.Ejections})
 	}
 	st.HedgesStarted, st.HedgesWon, st.HedgesLost = s.router.Hedges()
+	for _, d := range s.router.Decisions() {
+		st.Decisions = append(st.Decisions, telemetry.RouteDecision{Strategy: d.Strategy, Channel: d.Channel, Plans: d.Plans})
+	}
 	return st
 }

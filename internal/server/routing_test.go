@@ -129,6 +129,8 @@ routes:
 		`ttfx_hedges_total{outcome="started"} 0`,
 		`ttfx_hedges_total{outcome="won"} 0`,
 		`ttfx_hedges_total{outcome="lost"} 0`,
+		`ttfx_route_decisions_total{channel="dead",strategy="latency"} 2`,
+		`ttfx_route_decisions_total{channel="live",strategy="latency"} 1`,
 	} {
 		if !strings.Contains(string(m), want+"\n") {
 			t.Errorf("/metrics lacks %s", want)

@@ -20,12 +20,21 @@ type RoutingStats struct {
 	// lost (the primary won, or the hedge failed). Started − won − lost
 	// are running now.
 	HedgesStarted, HedgesWon, HedgesLost uint64
+	// Decisions counts the plans that put each channel first, by the
+	// strategy that ordered them.
+	Decisions []RouteDecision
+}
+
+// RouteDecision is one strategy and channel's count of plans.
+type RouteDecision struct {
+	Strategy, Channel string
+	Plans             uint64
 }
 
 // RegisterRouting adds ttfx_channel_ejected{channel,model},
 // ttfx_channel_ejections_total{channel,model} and
-// ttfx_hedges_total{outcome} (started, won, lost), read from f at scrape
-// time.
+// ttfx_hedges_total{outcome} (started, won, lost) and
+// ttfx_route_decisions_total{strategy,channel}, read from f at scrape time.
 func (m *Metrics) RegisterRouting(f func() RoutingStats) {
 	m.reg.MustRegister(&routingCollector{f: f,
 		ejected: prometheus.NewDesc("ttfx_channel_ejected",
@@ -37,18 +46,22 @@ func (m *Metrics) RegisterRouting(f func() RoutingStats) {
 		hedges: prometheus.NewDesc("ttfx_hedges_total",
 			"Hedged first-output attempts: outcome=started when one starts, won when it reached first output first and was relayed, lost when the primary won or the hedge failed.",
 			[]string{"outcome"}, nil),
+		decisions: prometheus.NewDesc("ttfx_route_decisions_total",
+			"Requests whose routing plan put the channel first, by the strategy that ordered it (priority, weighted, latency; models without a route count under priority).",
+			[]string{"strategy", "channel"}, nil),
 	})
 }
 
 type routingCollector struct {
-	f                          func() RoutingStats
-	ejected, ejections, hedges *prometheus.Desc
+	f                                     func() RoutingStats
+	ejected, ejections, hedges, decisions *prometheus.Desc
 }
 
 func (c *routingCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.ejected
 	ch <- c.ejections
 	ch <- c.hedges
+	ch <- c.decisions
 }
 
 func (c *routingCollector) Collect(ch chan<- prometheus.Metric) {
@@ -64,4 +77,7 @@ func (c *routingCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.hedges, prometheus.CounterValue, float64(st.HedgesStarted), "started")
 	ch <- prometheus.MustNewConstMetric(c.hedges, prometheus.CounterValue, float64(st.HedgesWon), "won")
 	ch <- prometheus.MustNewConstMetric(c.hedges, prometheus.CounterValue, float64(st.HedgesLost), "lost")
+	for _, d := range st.Decisions {
+		ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(d.Plans), d.Strategy, safeLabel(d.Channel))
+	}
 }
