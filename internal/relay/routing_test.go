@@ -444,3 +444,146 @@ func TestHedgeCapUnderOutage(t *testing.T) {
 		t.Errorf("upstream requests %d, want ≤ %d", up, n+limit)
 	}
 }
+
+// swap serves one of two simulators, switched at run time.
+type swap struct {
+	cur  atomic.Pointer[http.Handler]
+	a, b http.Handler
+}
+
+func newSwap(a, b http.Handler) *swap {
+	s := &swap{a: a, b: b}
+	s.cur.Store(&s.a)
+	return s
+}
+func (s *swap) flip()                                            { s.cur.Store(&s.b) }
+func (s *swap) ServeHTTP(w http.ResponseWriter, r *http.Request) { (*s.cur.Load()).ServeHTTP(w, r) }
+
+// TestLatencyStrategyFollowsASwap: when the fast and the slow channel
+// trade profiles, traffic moves to the new fast one within a bounded number
+// of requests (the old fast one's recent samples must turn over first).
+func TestLatencyStrategyFollowsASwap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs about 10 s of requests")
+	}
+	fast := sim.New(sim.Options{Profiles: map[string]sim.Profile{"m": {HeadersMs: 2, TextMs: sim.Ms(20), VisibleTokens: 2, TPS: 500}}})
+	slow := sim.New(sim.Options{Profiles: map[string]sim.Profile{"m": {HeadersMs: 2, TextMs: sim.Ms(90), VisibleTokens: 2, TPS: 500}}})
+	sa, sb := newSwap(fast, slow), newSwap(slow, fast)
+	ua, ub := httptest.NewServer(sa), httptest.NewServer(sb)
+	t.Cleanup(ua.Close)
+	t.Cleanup(ub.Close)
+	rt := &route.Route{Models: []string{"m"}, Strategy: route.StrategyLatency,
+		Latency: route.LatencyPolicy{Definition: route.DefFirstResponse, Percentile: 0.5, Explore: 0.05}}
+	gw, recs, _ := routedGateway(t, []*route.Route{rt}, channel("a", "anthropic", ua.URL, fastTimeouts), channel("b", "anthropic", ub.URL, fastTimeouts))
+	c := call{api: "anthropic", model: "m", stream: true}
+	// until sends requests until the last 10 all went to want; it returns
+	// how many it took.
+	until := func(want string, limit int) int {
+		run := 0
+		for i := 1; i <= limit; i++ {
+			if one(t, gw, recs, c).Channel == want {
+				run++
+			} else {
+				run = 0
+			}
+			if run == 10 {
+				return i
+			}
+		}
+		t.Fatalf("traffic did not settle on %s within %d requests", want, limit)
+		return 0
+	}
+	n1 := until("a", 60)
+	sa.flip()
+	sb.flip()
+	// a holds up to 128 recent samples at ~20 ms: its median turns once
+	// about 64 new ones at ~90 ms came in.
+	n2 := until("b", 200)
+	t.Logf("settled on a after %d requests; after the swap on b after %d", n1, n2)
+}
+
+// TestHedgeRaceRetry: in a hedged route, a primary that fails with a 503
+// is retried on the next channel at once (no hedge needed), and the record
+// says so.
+func TestHedgeRaceRetry(t *testing.T) {
+	bad, _ := upstream(t, map[string]sim.Profile{"m": {HeadersMs: 5, TextMs: sim.Ms(10), VisibleTokens: 2, TPS: 500, Fault: "status:503"}})
+	good, _ := upstream(t, map[string]sim.Profile{"m": {HeadersMs: 5, TextMs: sim.Ms(10), VisibleTokens: 2, TPS: 500}})
+	rt := &route.Route{Models: []string{"m"}, Hedge: &route.HedgePolicy{After: time.Second, MaxShare: 1}}
+	g := channel("good", "anthropic", good.URL, fastTimeouts)
+	g.Priority = 1
+	gw, recs, router := routedGateway(t, []*route.Route{rt}, channel("bad", "anthropic", bad.URL, fastTimeouts), g)
+	rec := one(t, gw, recs, call{api: "anthropic", model: "m", stream: true})
+	if rec.Status != record.StatusOK || rec.Channel != "good" || len(rec.Attempts) != 2 ||
+		rec.Attempts[0].Role != record.RolePrimary || rec.Attempts[0].Outcome != record.OutcomeFailed || rec.Attempts[0].HTTPStatus != 503 ||
+		rec.Attempts[1].Role != record.RoleRetry || rec.Attempts[1].Outcome != record.OutcomeWon {
+		t.Fatalf("status %s channel %s attempts %+v", rec.Status, rec.Channel, rec.Attempts)
+	}
+	if fr := msOrZero(rec.FirstResponseMs); fr > 500 {
+		t.Errorf("first response %.0f ms: the retry waited for the hedge delay", fr)
+	}
+	if s, _, _ := router.Hedges(); s != 0 {
+		t.Errorf("%d hedges started", s)
+	}
+}
+
+// TestHedgeRaceClientLeaves: a client that leaves during the race cancels
+// both attempts' upstreams, and the request is recorded as cancelled.
+func TestHedgeRaceClientLeaves(t *testing.T) {
+	prof := map[string]sim.Profile{"m": {HeadersMs: 5, FirstEventMs: 5, TextMs: sim.Ms(5000), VisibleTokens: 2, TPS: 500}}
+	up, infos := upstream(t, prof)
+	rt := &route.Route{Models: []string{"m"}, Hedge: &route.HedgePolicy{After: 50 * time.Millisecond, MaxShare: 1}}
+	b := channel("b", "anthropic", up.URL, fastTimeouts)
+	b.Priority = 1
+	gw, recs, _ := routedGateway(t, []*route.Route{rt}, channel("a", "anthropic", up.URL, fastTimeouts), b)
+	ctx, cancel := context.WithCancel(context.Background())
+	req := call{api: "anthropic", model: "m", stream: true}.request(ctx, gw.URL, clientKey)
+	done := make(chan string, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			done <- resp.Header.Get("X-Request-Id")
+			resp.Body.Close()
+			return
+		}
+		done <- ""
+	}()
+	time.Sleep(300 * time.Millisecond) // both attempts are under way
+	left := time.Now()
+	cancel()
+	<-done
+	deadline := time.Now().Add(5 * time.Second)
+	for len(infos.all()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	all := infos.all()
+	if len(all) != 2 {
+		t.Fatalf("upstream saw %d requests, want 2", len(all))
+	}
+	for _, in := range all {
+		if !in.Cancelled || in.CancelledAt.Sub(left) > 100*time.Millisecond {
+			t.Errorf("upstream request cancelled %v, %v after the client left", in.Cancelled, in.CancelledAt.Sub(left))
+		}
+	}
+	// The record: no response headers ever reached the client, so find it
+	// among the records.
+	deadline = time.Now().Add(5 * time.Second)
+	for {
+		recs.mu.Lock()
+		n := len(recs.recs)
+		recs.mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	recs.mu.Lock()
+	defer recs.mu.Unlock()
+	if len(recs.recs) != 1 || recs.recs[0].Status != record.StatusClientCancelled || len(recs.recs[0].Attempts) != 2 {
+		t.Fatalf("records %+v", recs.recs)
+	}
+	for _, a := range recs.recs[0].Attempts {
+		if a.Outcome != record.OutcomeFailed || a.Status != record.StatusClientCancelled {
+			t.Errorf("attempt %+v", a)
+		}
+	}
+}

@@ -230,3 +230,26 @@ func BenchmarkPlan(b *testing.B) {
 		})
 	}
 }
+
+func TestHedgeDelay(t *testing.T) {
+	c := newClock()
+	chans := []*Channel{{Name: "a", Protocol: "openai", Weight: 1}, {Name: "b", Protocol: "openai", Weight: 1, Priority: 1}}
+	rt := &Route{Models: []string{"m"}, Hedge: &HedgePolicy{Percentile: 0.95, Floor: 50 * time.Millisecond, MaxShare: 0.1}}
+	r := New(chans, Options{Routes: []*Route{rt}, Now: c.now})
+	p := r.Plan("openai", "m", "")
+	if d, ok := p.HedgeDelay(0); !ok || d != 50*time.Millisecond {
+		t.Errorf("without samples: %v %v, want the floor", d, ok)
+	}
+	h := r.Health(chans[0], "m")
+	for i := 1; i <= 20; i++ { // 10…200 ms: R-7 p95 = 190.5 ms
+		h.Observe(Result{Kind: KindOK, Stream: true, FirstResponse: time.Duration(i) * 10 * time.Millisecond, HasFirstResponse: true})
+	}
+	c.add(time.Second)
+	if d, ok := p.HedgeDelay(0); !ok || d != 190500*time.Microsecond {
+		t.Errorf("p95 delay %v %v, want 190.5ms", d, ok)
+	}
+	rt.Hedge.Floor = time.Second
+	if d, _ := p.HedgeDelay(0); d != time.Second {
+		t.Errorf("delay %v under the floor", d)
+	}
+}
