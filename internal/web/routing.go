@@ -33,10 +33,11 @@ type routeRow struct {
 	WinRate                    string // won / (won + lost)
 }
 
-// routing returns the live rows p may see: a viewer sees the channels its
-// group can use, and the routes only as an admin.
+// routing returns the live rows for an admin. Health is kept per channel
+// and model across all groups, so a group's viewer would see the models
+// other groups ask for: like GET /api/channels/health, it is admin only.
 func (h *Handler) routing(p auth.Principal, visible []Channel) (rows []healthRow, routes []routeRow) {
-	if h.opts.Routing == nil {
+	if h.opts.Routing == nil || p.Role != auth.RoleAdmin {
 		return nil, nil
 	}
 	rep := h.opts.Routing()
@@ -71,9 +72,6 @@ func (h *Handler) routing(p auth.Principal, visible []Channel) (rows []healthRow
 			row.EjectedFor = strconv.FormatFloat(v.EjectedForMs/1000, 'f', 1, 64) + " s"
 		}
 		rows = append(rows, row)
-	}
-	if p.Role != auth.RoleAdmin {
-		return rows, nil
 	}
 	for _, r := range rep.Routes {
 		row := routeRow{Route: r.Route, Strategy: r.Strategy, Decisions: r.Decisions, Explored: r.Explored, Hedging: r.Hedging,
