@@ -33,6 +33,12 @@ import (
 // The handler goroutine owns the timeline and the record throughout:
 // racers only report (raceEvent) and hand their state over.
 
+// maxHeld bounds what a racer holds back before its first output. An
+// upstream that sends more than this in metadata and heartbeats is relayed
+// as it is, as the unhedged relay would have done from the start: the race
+// ends there rather than the gateway buffering without bound.
+const maxHeld = 1 << 20
+
 // errHedgeLost cancels the attempts that lost the race.
 var errHedgeLost = errors.New("another attempt reached first output first")
 
@@ -350,6 +356,7 @@ func (x *exchange) runRacer(rc *racer, events chan<- raceEvent) {
 		events <- raceEvent{r: rc, kind: raceOutput}
 		return
 	}
+	held := 0
 	rc.rd = sse.NewReader(resp.Body, x.g.opts.MaxEventBytes)
 	rc.st = protocol.NewStream(x.ep.classify)
 	for {
@@ -376,7 +383,8 @@ func (x *exchange) runRacer(rc *racer, events chan<- raceEvent) {
 		hp.p.Raw = slices.Clone(p.Raw)
 		hp.p.Event.Data, hp.p.Event.ID = nil, nil // not read by the relay; they alias the reader's buffer
 		rc.held = append(rc.held, hp)
-		if res.Effective {
+		held += len(hp.p.Raw)
+		if res.Effective || held > maxHeld {
 			if a.firstOutput != nil {
 				a.firstOutput.Stop()
 			}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -585,5 +586,43 @@ func TestHedgeRaceClientLeaves(t *testing.T) {
 		if a.Outcome != record.OutcomeFailed || a.Status != record.StatusClientCancelled {
 			t.Errorf("attempt %+v", a)
 		}
+	}
+}
+
+// TestHedgeHoldBound: an upstream that sends more than the gateway holds
+// back before its first output (a megabyte of heartbeats) ends the race:
+// it is relayed as it comes, and no hedge starts.
+func TestHedgeHoldBound(t *testing.T) {
+	pad := ": " + strings.Repeat("p", 1022) + "\n\n"
+	chatty := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		for range 1100 {
+			w.Write([]byte(pad))
+		}
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(400 * time.Millisecond):
+		}
+		w.Write([]byte("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"))
+	}))
+	t.Cleanup(chatty.Close)
+	other, infos := upstream(t, nil)
+	rt := &route.Route{Models: []string{"m"}, Hedge: &route.HedgePolicy{After: 200 * time.Millisecond, MaxShare: 1}}
+	b := channel("other", "anthropic", other.URL, fastTimeouts)
+	b.Priority = 1
+	gw, recs, router := routedGateway(t, []*route.Route{rt}, channel("chatty", "anthropic", chatty.URL, fastTimeouts), b)
+	start := time.Now()
+	firstByte, body, rec := streamTimes(t, gw, recs, call{api: "anthropic", model: "m", stream: true})
+	if rec.Channel != "chatty" || len(rec.Attempts) != 1 || len(body) < 1100*len(pad) {
+		t.Fatalf("channel %s attempts %+v body %d bytes", rec.Channel, rec.Attempts, len(body))
+	}
+	if d := firstByte.Sub(start); d > 300*time.Millisecond {
+		t.Errorf("first byte after %v: the heartbeats were held for the race", d)
+	}
+	if s, _, _ := router.Hedges(); s != 0 || len(infos.all()) != 0 {
+		t.Errorf("hedges %d, other channel requests %d", s, len(infos.all()))
 	}
 }
