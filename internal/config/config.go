@@ -45,6 +45,9 @@ type Config struct {
 
 	Keys     []Key     `yaml:"keys"`
 	Channels []Channel `yaml:"channels"`
+	// Routes order, eject and hedge the channels of the models they match
+	// (first match wins); see routes.go.
+	Routes []Route `yaml:"routes"`
 
 	// Diagnosis holds the thresholds of SPEC.md §4; the diagnose package
 	// interprets it.
@@ -330,6 +333,9 @@ func (c *Config) applyDefaults() {
 		}
 		ch.Timeouts = ch.Timeouts.WithDefaults()
 	}
+	for i := range c.Routes {
+		c.Routes[i].applyDefaults()
+	}
 }
 
 func (c *Config) resolve(getenv func(string) string) error {
@@ -454,6 +460,7 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	errs = append(errs, c.validateRoutes()...)
 	if !strings.HasPrefix(c.Store, "sqlite:") && !strings.HasPrefix(c.Store, "postgres://") && !strings.HasPrefix(c.Store, "postgresql://") {
 		errs = append(errs, fmt.Errorf("store %q: want sqlite:FILE or postgres://…", c.Store))
 	}

@@ -40,6 +40,7 @@ func WriteText(w io.Writer, rec record.Record, rep Report) error {
 	if rec.Error != "" {
 		fmt.Fprintf(ew, "  error: %s\n", rec.Error)
 	}
+	writeRouting(ew, rec)
 	fmt.Fprintln(ew)
 	writeWaterfall(ew, rec)
 	fmt.Fprintln(ew)

@@ -54,3 +54,21 @@ func TestWriteText(t *testing.T) {
 		t.Errorf("absent t5 not shown as absent:\n%s", b.String())
 	}
 }
+
+// TestWriteTextRouting: a hedge race and the channels skipped as ejected
+// are printed with each attempt's role and outcome.
+func TestWriteTextRouting(t *testing.T) {
+	rc := rec(1, 241, 250, 2900, 8700, 10199, 10200, 55, 83)
+	rc.RequestID, rc.Channel = "req_h", "fast"
+	rc.SkippedEjected = []string{"dead"}
+	rc.Attempts = []record.Attempt{
+		{Channel: "fast", Role: record.RoleHedge, Outcome: record.OutcomeWon, Status: "ok", FirstResponseAtMs: rc.FirstResponseMs},
+		{Channel: "slow", Role: record.RolePrimary, Outcome: record.OutcomeCancelled, Status: record.StatusClientCancelled},
+	}
+	var b bytes.Buffer
+	WriteText(&b, rc, Report{RequestID: rc.RequestID})
+	want := "  routing: attempts 1 fast hedge won (first response at 2900.0 ms); 2 slow primary cancelled; skipped as ejected: dead\n"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, b.String())
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ttfx/ttfx/internal/protocol"
 	"github.com/ttfx/ttfx/internal/record"
@@ -53,8 +54,10 @@ func (x *exchange) commit(a *attempt, stream bool) {
 // at the time the bytes arrived.
 func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 	to := a.ch.Timeouts
-	st := protocol.NewStream(x.ep.classify)
-	rd := sse.NewReader(a.resp.Body, x.g.opts.MaxEventBytes)
+	st, rd := a.st, a.rd
+	if rd == nil {
+		st, rd = protocol.NewStream(x.ep.classify), sse.NewReader(a.resp.Body, x.g.opts.MaxEventBytes)
+	}
 	rc := http.NewResponseController(x.w)
 	idle := a.idleTimer(x.g.opts.Now, to.Idle)
 	wd := &writeDeadline{rc: rc, limit: to.Idle}
@@ -81,17 +84,28 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 	}
 	rd.OnWait(flush)
 	for writeErr == nil {
-		p, err := rd.Next()
-		if err != nil {
-			if err != io.EOF {
-				readErr = err
+		var p *sse.Piece
+		var now time.Time
+		var res protocol.Result
+		if len(a.held) > 0 {
+			// Pieces a hedged attempt read before it won, at the times
+			// they arrived.
+			hp := &a.held[0]
+			a.held = a.held[1:]
+			p, now, res = &hp.p, hp.at, hp.res
+		} else {
+			var err error
+			if p, err = rd.Next(); err != nil {
+				if err != io.EOF {
+					readErr = err
+				}
+				break
 			}
-			break
+			now = x.tl.Now()
+			res = st.Piece(p)
 		}
-		now := x.tl.Now()
 		started = true
 		idle.arrived()
-		res := st.Piece(p)
 		if p.Kind == sse.PieceIncomplete {
 			// A block cut by a failed read: a client cannot use half an
 			// event, and our error event must start on a fresh line.

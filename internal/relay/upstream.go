@@ -11,8 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ttfx/ttfx/internal/protocol"
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/route"
+	"github.com/ttfx/ttfx/internal/sse"
 	"github.com/ttfx/ttfx/internal/timeline"
 )
 
@@ -41,7 +43,12 @@ type attempt struct {
 
 	spanID      string      // the span its upstream request named in traceparent; "" without tracing
 	firstOutput *time.Timer // stopped at t4 (or the first bytes of a non-SSE stream)
-	unlink      func() bool // detaches the attempt from the gateway's shutdown
+	// A hedged attempt arrives at the relay with its stream already read
+	// up to t4: its reader, classifier and the pieces it held back.
+	rd     *sse.Reader
+	st     *protocol.Stream
+	held   []heldPiece
+	unlink func() bool // detaches the attempt from the gateway's shutdown
 }
 
 func (a *attempt) stop() {
@@ -150,15 +157,27 @@ func (d *writeDeadline) clear() {
 	}
 }
 
-// relay tries the channels in order until one answers, then relays it.
+// relay tries the channels in the order the router plans until one
+// answers, then relays it. A route with hedging races two attempts for the
+// first output instead (race, hedge.go).
 func (x *exchange) relay() {
 	g := x.g
 	start := x.tl.Now()
-	cands := g.opts.Router.Candidates(x.proto, x.req.model, x.principal.Group)
+	plan := g.opts.Router.Plan(x.proto, x.req.model, x.principal.Group)
 	x.tl.PhaseSince(timeline.PhaseDistribution, start)
+	if len(plan.Skipped) > 0 {
+		x.rec.SkippedEjected = plan.Skipped
+	}
+	cands := plan.Channels
 	if len(cands) == 0 {
 		x.fail(&HTTPError{Code: http.StatusNotFound, Type: "invalid_request_error",
 			Msg: "no channel serves model " + strconv.Quote(x.req.model) + " on the " + x.proto + " protocol", Status: record.StatusNoChannel})
+		return
+	}
+	plan.Begin()
+	defer plan.End()
+	if x.hedges(&plan) {
+		x.race(&plan)
 		return
 	}
 	var last *HTTPError
@@ -171,7 +190,8 @@ func (x *exchange) relay() {
 			x.rec.Error = "client closed the request before an upstream answered"
 			return
 		}
-		count := ch.Acquire()
+		h := plan.Health[n]
+		count := h.Acquire()
 		if n == 0 {
 			x.rec.Inflight.Channel = int(count)
 		}
@@ -183,13 +203,15 @@ func (x *exchange) relay() {
 			// that, a first-output timeout may still move on.
 			retry := x.serveResponse(a, n < len(cands)-1)
 			a.stop()
-			ch.Release()
+			h.Release()
+			x.observe(h, a.index, len(x.attempts)-1, !retry)
 			if !retry {
 				return
 			}
 			continue
 		}
-		ch.Release()
+		h.Release()
+		x.observe(h, a.index, len(x.attempts)-1, false)
 		last = herr
 		lastResp, lastBody = nil, nil
 		if a.resp != nil {
@@ -207,6 +229,12 @@ func (x *exchange) relay() {
 		}
 	}
 	// Every attempt failed before anything was relayed.
+	x.failAll(last, lastResp, lastBody, lastIndex)
+}
+
+// failAll answers the client when every attempt failed before anything was
+// relayed: with the last upstream's own error response when there is one.
+func (x *exchange) failAll(last *HTTPError, lastResp *http.Response, lastBody []byte, lastIndex int) {
 	if lastResp != nil {
 		// The upstream's own error, as the client would have seen it;
 		// the request's t1/t2 are those of the attempt that sent it.

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,7 +42,10 @@ type Channel struct {
 	// estimated unless the client asked for usage itself.
 	NoStreamUsage bool
 
-	inflight atomic.Int64
+	inflight  atomic.Int64
+	health    sync.Map                       // model key → *Health
+	models    atomic.Int32                   // keys in health
+	decisions [len(strategies)]atomic.Uint64 // plans that put it first, by strategy
 }
 
 // Inflight returns the requests currently using the channel.
@@ -105,22 +109,55 @@ func Match(pattern, model string) bool {
 	return p == len(pattern)
 }
 
-// Router holds the channels. It is safe for concurrent use.
+// Router holds the channels and the routes. It is safe for concurrent use.
 type Router struct {
 	channels []*Channel
+	routes   []*Route
+	now      func() time.Time
+	base     time.Time // the origin of health times (monotonic)
+
+	ejectionsTotal atomic.Uint64
 
 	mu  sync.Mutex // guards rnd
 	rnd *rand.Rand
 }
 
-// NewRouter returns a router over channels. seed makes the weighted draws
-// repeatable in tests; production passes a random seed.
-func NewRouter(channels []*Channel, seed uint64) *Router {
-	return &Router{channels: channels, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+// Options configure a Router.
+type Options struct {
+	// Routes are matched in order against a request's model; the first
+	// match applies. Models no route matches use StrategyPriority without
+	// ejection or hedging.
+	Routes []*Route
+	// Seed makes the random draws repeatable in tests; production passes
+	// a random seed.
+	Seed uint64
+	// Now is the clock of health and ejections; nil means time.Now.
+	Now func() time.Time
 }
+
+// NewRouter returns a router over channels with no routes: every model
+// keeps the priority order.
+func NewRouter(channels []*Channel, seed uint64) *Router {
+	return New(channels, Options{Seed: seed})
+}
+
+// New returns a router over channels.
+func New(channels []*Channel, opts Options) *Router {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Router{channels: channels, routes: opts.Routes, now: opts.Now, base: opts.Now(),
+		rnd: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15))}
+}
+
+// since returns the router's clock as a duration from its base.
+func (r *Router) since() time.Duration { return r.now().Sub(r.base) }
 
 // Channels returns all channels in configuration order.
 func (r *Router) Channels() []*Channel { return r.channels }
+
+// Routes returns the configured routes in order.
+func (r *Router) Routes() []*Route { return r.routes }
 
 // Channel returns the channel of that name, or nil.
 func (r *Router) Channel(name string) *Channel {
@@ -132,29 +169,129 @@ func (r *Router) Channel(name string) *Channel {
 	return nil
 }
 
+// RouteFor returns the first route matching model, or nil.
+func (r *Router) RouteFor(model string) *Route {
+	for _, rt := range r.routes {
+		for _, p := range rt.Models {
+			if Match(p, model) {
+				return rt
+			}
+		}
+	}
+	return nil
+}
+
 // Candidates returns the channels to try for a request, in order: lower
 // priority first; within one priority a weighted random order without
 // replacement, so a channel of weight 3 comes first three times as often as
-// one of weight 1.
+// one of weight 1. It ignores routes and health (Plan does not).
 func (r *Router) Candidates(protocol, model, group string) []*Channel {
+	out := r.serving(protocol, model, group)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.byPriority(out)
+	return out
+}
+
+func (r *Router) serving(protocol, model, group string) []*Channel {
 	var out []*Channel
 	for _, c := range r.channels {
 		if c.Serves(protocol, model, group) {
 			out = append(out, c)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b *Channel) int { return a.Priority - b.Priority })
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for i := 0; i < len(out); {
-		j := i
-		for j < len(out) && out[j].Priority == out[i].Priority {
-			j++
-		}
-		r.shuffleWeighted(out[i:j])
-		i = j
-	}
 	return out
+}
+
+// Plan returns the order in which to try the channels serving a request:
+// ordered by its route's strategy, without the channels ejected for its
+// model (named in Skipped). A channel whose ejection has run out is put
+// first, as the request that probes it. When every channel is ejected, the
+// one whose ejection ends first is still tried: a route is never left
+// without a channel.
+func (r *Router) Plan(protocol, model, group string) Plan {
+	cs := r.serving(protocol, model, group)
+	rt := r.RouteFor(model)
+	p := Plan{Route: rt, Strategy: StrategyPriority}
+	if rt != nil {
+		p.Strategy = rt.Strategy
+		rt.decisions.Add(1)
+	}
+	if len(cs) == 0 {
+		return p
+	}
+	r.mu.Lock()
+	p.Explored = r.order(rt, model, cs)
+	r.mu.Unlock()
+	if p.Explored {
+		rt.explored.Add(1)
+	}
+	now := r.since()
+	p.Channels = make([]*Channel, 0, len(cs))
+	p.Health = make([]*Health, 0, len(cs))
+	var skipped []*Health
+	for _, c := range cs {
+		h := r.health(c, model)
+		ok, probe := h.admit(now)
+		switch {
+		case !ok:
+			skipped = append(skipped, h)
+			p.Skipped = append(p.Skipped, c.Name)
+		case probe && !p.Probe:
+			p.Channels = slices.Insert(p.Channels, 0, c)
+			p.Health = slices.Insert(p.Health, 0, h)
+			p.Probe = true
+		default:
+			p.Channels = append(p.Channels, c)
+			p.Health = append(p.Health, h)
+		}
+	}
+	if len(p.Channels) == 0 {
+		// All ejected: the least bad is the one whose ejection ends first.
+		best := 0
+		for i, h := range skipped {
+			if h.until < skipped[best].until {
+				best = i
+			}
+		}
+		p.Channels = append(p.Channels, skipped[best].Channel)
+		p.Health = append(p.Health, skipped[best])
+		p.Skipped = slices.Delete(p.Skipped, best, best+1)
+	}
+	p.Channels[0].decisions[strategyIndex(p.Strategy)].Add(1)
+	return p
+}
+
+// health returns the health of c for model, creating it on first use.
+func (r *Router) health(c *Channel, model string) *Health {
+	key := modelKey(model)
+	if v, ok := c.health.Load(key); ok {
+		return v.(*Health)
+	}
+	if c.models.Load() >= maxModelKeys {
+		key = OtherModel
+		if v, ok := c.health.Load(key); ok {
+			return v.(*Health)
+		}
+	}
+	h := &Health{Channel: c, Model: key, r: r, route: r.RouteFor(model)}
+	v, loaded := c.health.LoadOrStore(key, h)
+	if !loaded {
+		c.models.Add(1)
+	}
+	return v.(*Health)
+}
+
+// Health returns the health of c for model (created on first use).
+func (r *Router) Health(c *Channel, model string) *Health { return r.health(c, model) }
+
+// modelKey bounds a client-supplied model name before it keys health,
+// labels or views.
+func modelKey(model string) string {
+	if len(model) <= maxModelLen {
+		return model
+	}
+	return strings.ToValidUTF8(model[:maxModelLen], "")
 }
 
 // shuffleWeighted orders cs by repeated weighted draws.

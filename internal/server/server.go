@@ -184,7 +184,7 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.router = route.NewRouter(chans, randSeed())
+	s.router = route.New(chans, route.Options{Routes: buildRoutes(cfg.Routes), Seed: randSeed(), Now: opts.Now})
 
 	mux := http.NewServeMux()
 	s.recorders = relay.Recorders{s.writer}
@@ -211,6 +211,7 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	s.api = api.New(api.Options{Store: s.store, Writer: s.writer, Resolve: api.KeyringResolver(s.keys), Log: s.log})
 	s.api.Register(mux)
 	s.registerDiagnosis(mux)
+	s.registerChannelHealth(mux)
 	if err := s.setupWeb(mux); err != nil {
 		return nil, err
 	}

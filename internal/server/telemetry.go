@@ -74,6 +74,7 @@ func (s *Server) setupTelemetry(mux *http.ServeMux, listen string) error {
 		Dropped: sink.queue.Dropped,
 		Runtime: true,
 	})
+	m.RegisterRouting(s.routingStats)
 	mux.Handle("GET /metrics", m.AuthHandler(s.metricsAuth(listen)))
 	// Metrics first: /metrics counts a request before its log line is out.
 	s.recorders = append(s.recorders, m, sink)

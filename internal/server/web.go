@@ -40,6 +40,7 @@ func (s *Server) setupWeb(mux *http.ServeMux) error {
 			}
 			return out
 		},
+		Routing:  s.router.Report,
 		Groups:   groups,
 		Rules:    s.rules,
 		TraceURL: s.cfg.Telemetry.TraceURL,

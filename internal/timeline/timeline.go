@@ -187,6 +187,14 @@ func (t *Timeline) GotHeaders(i int) {
 	}
 }
 
+// GotHeadersAt records t2 of attempt i at the given time (an attempt run on
+// another goroutine reports when its headers came).
+func (t *Timeline) GotHeadersAt(i int, at time.Time) {
+	if i >= 0 && i < len(t.attempts) && t.attempts[i].Headers.IsZero() {
+		t.attempts[i].Headers = at
+	}
+}
+
 // Relay makes attempt i the relayed one: the request-level t1 and t2 are
 // its marks.
 func (t *Timeline) Relay(i int) {

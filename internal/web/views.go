@@ -414,6 +414,8 @@ type channelsData struct {
 	// no model (GET /v1/models, requests refused before a model was read):
 	// they have no latency of a model to compare.
 	NoModel int
+	Health  []healthRow // live, from the router; nil without one
+	Routes  []routeRow  // admins only
 }
 
 func (h *Handler) channels(r *http.Request, p auth.Principal, q viewQuery) ([]byte, error) {
@@ -430,6 +432,7 @@ func (h *Handler) channels(r *http.Request, p auth.Principal, q viewQuery) ([]by
 	}
 	d := channelsData{Filters: h.filters("channels", p, q, nil), Window: q.windowText(), Defs: ttftDefs, Channels: chans,
 		Method: st.PercentileMethod, Stream: q.streamText(), AsOf: q.asOf()}
+	d.Health, d.Routes = h.routing(p, chans)
 	worst := make([]float64, len(ttftDefs))
 	groups := st.Groups[:0:0]
 	for _, g := range st.Groups {

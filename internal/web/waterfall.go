@@ -189,6 +189,13 @@ func detailRows(r *record.Record) (rows []wfRow, scale float64) {
 		start, sok := offset(a.UpstreamStartMs)
 		row := wfRow{Label: fmt.Sprintf("attempt %d · %s", i+1, a.Channel), Gap: "attempt", Class: "seg-t2",
 			Sub: "upstream_headers_ms (t2 − t1)"}
+		if a.Role != "" {
+			// A hedge race shows both attempts; the winner is marked.
+			row.Label += " · " + a.Role
+			if a.Outcome != "" {
+				row.Label += " · " + a.Outcome
+			}
+		}
 		outcome := a.Status
 		if a.HTTPStatus != 0 {
 			outcome += fmt.Sprintf(" %d", a.HTTPStatus)

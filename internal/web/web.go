@@ -48,6 +48,7 @@ import (
 	"github.com/ttfx/ttfx/internal/api"
 	"github.com/ttfx/ttfx/internal/auth"
 	"github.com/ttfx/ttfx/internal/diagnose"
+	"github.com/ttfx/ttfx/internal/route"
 )
 
 //go:embed assets
@@ -75,6 +76,9 @@ type Options struct {
 	// Channels returns the configured channels with their inflight counts
 	// now; nil means none are shown.
 	Channels func() []Channel
+	// Routing returns the router's live health, ejections and hedges
+	// (route.Router.Report); nil leaves the live routing tables out.
+	Routing func() route.HealthReport
 	// Groups are the client groups the keys name, offered as filter values
 	// to admins.
 	Groups []string

@@ -168,11 +168,11 @@ func newFixture(t testing.TB, recs []record.Record, extra func(*http.ServeMux), 
 		}
 		recs = recs[n:]
 	}
-	return fixtureOver(t, s, func() time.Time { return now }, extra)
+	return fixtureOver(t, s, func() time.Time { return now }, extra, opts...)
 }
 
 // fixtureOver is newFixture over the store s, with the clock given.
-func fixtureOver(t testing.TB, s store.Store, clock func() time.Time, extra func(*http.ServeMux)) *fixture {
+func fixtureOver(t testing.TB, s store.Store, clock func() time.Time, extra func(*http.ServeMux), opts ...func(*Options)) *fixture {
 	cs := &countingStore{Store: s}
 	keys := keyring()
 	mux := http.NewServeMux()

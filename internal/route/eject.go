@@ -1,0 +1,137 @@
+package route
+
+import "time"
+
+// Outlier ejection, as Envoy does it (outlier_detection's consecutive_5xx
+// and consecutive_gateway_failure, base_ejection_time × times ejected up to
+// max_ejection_time): a channel whose attempts for a model fail
+// consecutive_failures times in a row — connect errors, 5xx, header or
+// first-output timeouts — is skipped for base × n (n = ejections in a row,
+// up to max). When that passes, one request probes it: it is put first in
+// that request's order, and its attempt readmits the channel or ejects it
+// again for longer. Unlike Envoy's max_ejection_percent, the floor is
+// absolute: a route whose channels are all ejected still tries the one
+// whose ejection ends first (Router.Plan).
+
+// Ejection is a channel's ejection state for one model, for views.
+type Ejection struct {
+	State       string        `json:"state"` // healthy | ejected | probing
+	Remaining   time.Duration `json:"-"`     // until the probe may start; 0 unless ejected
+	Ejections   uint64        `json:"ejections"`
+	InARow      int           `json:"in_a_row"`             // the back-off multiplier of the last ejection
+	Consecutive int           `json:"consecutive_failures"` // ejectable failures in a row now
+}
+
+// admit decides whether a plan made at now may use the channel, and
+// whether this request is its probe.
+func (h *Health) admit(now time.Duration) (ok, probe bool) {
+	if !h.ejected.Load() {
+		return true, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch h.state {
+	case stateEjected:
+		if now < h.until {
+			return false, false
+		}
+		h.state, h.probeSince = stateProbing, now
+		return true, true
+	case stateProbing:
+		// A probe whose request never reported (the client left before
+		// the attempt started) is handed out again after a base period.
+		if e := h.eject(); e != nil && now-h.probeSince >= e.Base {
+			h.probeSince = now
+			return true, true
+		}
+		return false, false
+	}
+	return true, false
+}
+
+// eject returns the route's ejection policy, or nil.
+func (h *Health) eject() *EjectPolicy {
+	if h.route == nil {
+		return nil
+	}
+	return h.route.Eject
+}
+
+// failure notes an ejectable failure at now.
+func (h *Health) failure(now time.Duration) {
+	e := h.eject()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := h.failStreak.Add(1)
+	if e == nil {
+		return
+	}
+	switch {
+	case h.state == stateProbing:
+		h.ejectLocked(now, e)
+	case h.state == stateHealthy && int(n) >= e.ConsecutiveFailures:
+		h.ejectLocked(now, e)
+	}
+}
+
+func (h *Health) ejectLocked(now time.Duration, e *EjectPolicy) {
+	// A channel healthy for longer than max starts again from base (Envoy
+	// lowers the multiplier while a host stays healthy).
+	if h.state == stateHealthy && now-h.lastHealthy > e.Max {
+		h.multiplier = 0
+	}
+	h.multiplier++
+	h.state = stateEjected
+	h.until = now + min(time.Duration(h.multiplier)*e.Base, e.Max)
+	h.ejected.Store(true)
+	h.ejections.Add(1)
+	h.failStreak.Store(0)
+	h.r.ejectionsTotal.Add(1)
+}
+
+// success notes an attempt that proved the channel alive.
+func (h *Health) success(now time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.failStreak.Store(0)
+	if h.state == stateProbing {
+		h.state = stateHealthy
+		h.ejected.Store(false)
+		h.lastHealthy = now
+	}
+}
+
+// neutral notes an attempt that says nothing about the channel: a probe
+// that ends this way is handed to the next request.
+func (h *Health) neutral() {
+	if !h.ejected.Load() {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.state == stateProbing {
+		h.state, h.until = stateEjected, 0
+	}
+}
+
+// ejection returns the state for views, at now.
+func (h *Health) ejection(now time.Duration) Ejection {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e := Ejection{State: h.state.String(), Ejections: h.ejections.Load(), InARow: h.multiplier, Consecutive: int(h.failStreak.Load())}
+	if h.state == stateEjected && h.until > now {
+		e.Remaining = h.until - now
+	}
+	return e
+}
+
+// Ejected reports whether the channel is skipped for this model now
+// (ejected, or probing by another request).
+func (h *Health) Ejected() bool {
+	if !h.ejected.Load() {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.state != stateHealthy
+}
