@@ -119,19 +119,21 @@ func (g *Gateway) Abort() { g.abort() }
 
 // NewTransport returns the upstream transport: no transparent compression
 // (the relay forwards bytes as they are, and gzip on an event stream
-// would hold events back), many idle connections per host, and a dial
-// timeout shorter than any header timeout.
+// would hold events back), many idle connections per host, a dial
+// timeout shorter than any header timeout, and bounded response headers
+// (MaxUpstreamHeaderBytes).
 func NewTransport() *http.Transport {
 	return &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2:     true,
-		DisableCompression:    true,
-		MaxIdleConns:          1000,
-		MaxIdleConnsPerHost:   256,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
+		Proxy:                  http.ProxyFromEnvironment,
+		DialContext:            (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:      true,
+		DisableCompression:     true,
+		MaxIdleConns:           1000,
+		MaxIdleConnsPerHost:    256,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: MaxUpstreamHeaderBytes,
 	}
 }
 
@@ -210,6 +212,9 @@ func (x *exchange) serve() {
 func (x *exchange) prepare() *HTTPError {
 	g := x.g
 	start := x.tl.Start()
+	if herr := checkKeyInURL(x.ep, x.r); herr != nil {
+		return herr
+	}
 	key := auth.FromRequest(x.r)
 	p, ok := g.opts.Keys.Lookup(key)
 	start = x.tl.PhaseSince(timeline.PhaseAuth, start)

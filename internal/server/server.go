@@ -172,6 +172,7 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ConnContext:       relay.ConnContext,
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	s.stopRetention, s.retentionDone = cancel, make(chan struct{})
