@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ttfx/ttfx/internal/auth"
 	"github.com/ttfx/ttfx/internal/record"
@@ -82,7 +83,7 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("/api/stats", h.get(h.stats))
 	mux.HandleFunc("/api/health", h.get(h.health))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
-		WriteError(w, http.StatusNotFound, TypeNotFound, "no such endpoint: "+r.URL.Path)
+		WriteError(w, http.StatusNotFound, TypeNotFound, "no such endpoint: "+Clip(r.URL.Path, MaxEcho))
 	})
 }
 
@@ -195,7 +196,7 @@ func (h *Handler) ReadRecord(w http.ResponseWriter, r *http.Request, p auth.Prin
 	defer cancel()
 	rec, err := h.opts.Store.Get(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && !CanRead(p, &rec)) {
-		WriteError(w, http.StatusNotFound, TypeNotFound, "no request with id "+quote(id))
+		WriteError(w, http.StatusNotFound, TypeNotFound, "no request with id "+quote(Clip(id, MaxEcho)))
 		return record.Record{}, false
 	}
 	if err != nil {
@@ -400,7 +401,23 @@ func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error) 
 	case errors.Is(err, context.DeadlineExceeded):
 		WriteError(w, http.StatusServiceUnavailable, TypeAPI, "the store did not answer in time; narrow the query")
 	default:
-		h.log.Error("api: store failed", "path", r.URL.Path, "err", err)
+		h.log.Error("api: store failed", "path", Clip(r.URL.Path, MaxEcho), "err", err)
 		WriteError(w, http.StatusInternalServerError, TypeAPI, "the store failed; see the gateway's log")
 	}
+}
+
+// MaxEcho bounds client-supplied text (a path, an id) that an error message
+// quotes back: a megabyte URL must not come back as a megabyte answer.
+const MaxEcho = 128
+
+// Clip returns s cut to at most n bytes on a rune boundary, marked with "…"
+// when cut.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
