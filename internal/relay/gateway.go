@@ -65,6 +65,10 @@ type Options struct {
 	// BodyReadTimeout bounds reading a client's request body (slow
 	// uploads); 0 means DefaultBodyReadTimeout.
 	BodyReadTimeout time.Duration
+	// MaxAuthFailures is how many failed authentications one source may
+	// make in a minute before it is answered 429; 0 means
+	// DefaultMaxAuthFailures.
+	MaxAuthFailures int
 	Logger          *slog.Logger
 }
 
@@ -78,6 +82,7 @@ type Gateway struct {
 	client   *http.Client
 	inflight atomic.Int64
 	log      *slog.Logger
+	fails    *authFailures
 
 	// life ends when Abort is called: every upstream attempt still running
 	// is cancelled with errShutdown.
@@ -109,7 +114,7 @@ func New(opts Options) *Gateway {
 	}
 	client := &http.Client{Transport: opts.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	life, abort := context.WithCancel(context.Background())
-	return &Gateway{opts: opts, client: client, log: opts.Logger, life: life, abort: abort}
+	return &Gateway{opts: opts, client: client, log: opts.Logger, life: life, abort: abort, fails: newAuthFailures(opts.MaxAuthFailures)}
 }
 
 // Abort ends every request still relaying: its upstream is cancelled and
@@ -172,6 +177,11 @@ type exchange struct {
 	proto     string
 	scratch   []byte // reused for events the relay has to rewrite
 	abortConn bool   // close the connection after recording: the body was cut
+	// skipRecord drops the record of a failed authentication that is
+	// only counted (see authFailures); errorNote is added to the
+	// record's error.
+	skipRecord bool
+	errorNote  string
 }
 
 func (x *exchange) serve() {
@@ -223,7 +233,7 @@ func (x *exchange) prepare() *HTTPError {
 		if key == "" {
 			msg = "missing API key (send Authorization: Bearer, x-api-key or x-goog-api-key)"
 		}
-		return &HTTPError{Code: http.StatusUnauthorized, Type: "authentication_error", Msg: msg, Status: record.StatusAuthFailed}
+		return x.authFailed(msg)
 	}
 	x.principal = p
 	x.rec.KeyName, x.rec.Group = p.Name, p.Group
@@ -281,7 +291,7 @@ func (g *Gateway) hashUser(user string) string {
 // fail answers the client with a gateway error before anything was relayed.
 func (x *exchange) fail(e *HTTPError) {
 	x.rec.Status = e.Status
-	x.rec.Error = e.Msg
+	x.rec.Error = e.Msg + x.errorNote
 	if e.Code == 499 {
 		// The client is gone; there is no one to answer.
 		return
@@ -296,6 +306,9 @@ func (x *exchange) finish() {
 	x.tl.Mark(timeline.T7)
 	x.rec.Fields = x.tl.Fields()
 	x.rec.Attempts = x.attempts
+	if x.skipRecord {
+		return
+	}
 	if x.g.opts.Diagnose != nil {
 		x.g.opts.Diagnose(&x.rec)
 	}

@@ -68,6 +68,12 @@ func (s *Server) setupTelemetry(mux *http.ServeMux) error {
 			return telemetry.StoreStats{Queued: st.Queued, Dropped: st.Dropped, Rejected: st.Rejected, Written: st.Written}
 		},
 		Dropped: sink.queue.Dropped,
+		AuthFailures: func() uint64 {
+			if s.gw == nil {
+				return 0
+			}
+			return s.gw.AuthFailures()
+		},
 		Runtime: true,
 	})
 	mux.Handle("GET /metrics", m.Handler(key))
