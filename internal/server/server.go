@@ -118,7 +118,9 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		}
 	}
 
-	s.store, err = store.Open(ctx, cfg.Store)
+	// A database that cannot be reached now does not stop the gateway:
+	// it relays, queues records, and connects in the background.
+	s.store, err = store.OpenOrRetry(ctx, cfg.Store, s.log)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +154,8 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		w.Header().Set("Content-Type", "text/plain")
 		w.Write([]byte("ok\n"))
 	})
-	s.api = api.New(api.Options{Store: s.store, Writer: s.writer, Resolve: api.KeyringResolver(s.keys), Log: s.log})
+	s.api = api.New(api.Options{Store: s.store, Writer: s.writer, Resolve: api.KeyringResolver(s.keys), Log: s.log,
+		Timeout: cfg.ReadTimeout.D(), Concurrency: cfg.ReadConcurrency})
 	s.api.Register(mux)
 	s.registerDiagnosis(mux)
 	if err := s.setupWeb(mux); err != nil {
