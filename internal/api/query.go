@@ -17,7 +17,16 @@ type badRequest struct{ msg string }
 
 func (e *badRequest) Error() string { return e.msg }
 
-func badf(format string, args ...any) error { return &badRequest{fmt.Sprintf(format, args...)} }
+// badf formats a bad request's message; string arguments (parameter names
+// and values from the client) are clipped to MaxEcho bytes.
+func badf(format string, args ...any) error {
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			args[i] = Clip(s, MaxEcho)
+		}
+	}
+	return &badRequest{fmt.Sprintf(format, args...)}
+}
 
 // Query parameters of the read API. The key is never one of them (see
 // KeyringResolver).
@@ -72,13 +81,13 @@ func ParseDuration(s string) (time.Duration, error) {
 	if n, ok := strings.CutSuffix(s, "d"); ok {
 		days, err := strconv.Atoi(n)
 		if err != nil || days <= 0 || days > 36500 {
-			return 0, fmt.Errorf("invalid duration %q", s)
+			return 0, fmt.Errorf("invalid duration %q", Clip(s, MaxEcho))
 		}
 		return time.Duration(days) * 24 * time.Hour, nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, fmt.Errorf("invalid duration %q", s)
+		return 0, fmt.Errorf("invalid duration %q", Clip(s, MaxEcho))
 	}
 	return d, nil
 }
