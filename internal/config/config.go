@@ -60,6 +60,9 @@ type Config struct {
 	// ReadConcurrency is how many reads run at once; 0 = a quarter of the
 	// cores, at least one.
 	ReadConcurrency int `yaml:"read_concurrency"`
+	// AuthFailuresPerMinute is how many failed authentications one source
+	// address may make in a minute before it is answered 429; 0 = 30.
+	AuthFailuresPerMinute int `yaml:"auth_failures_per_minute"`
 	// UserHashKeyEnv names the variable holding the key of the keyed hash
 	// of client-sent user ids; empty: a key kept beside the store.
 	UserHashKeyEnv string `yaml:"user_hash_key_env"`

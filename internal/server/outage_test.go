@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/ttfx/ttfx/internal/config"
 	"github.com/ttfx/ttfx/internal/server"
 	"github.com/ttfx/ttfx/internal/sim"
+	"github.com/ttfx/ttfx/internal/store"
 	"github.com/ttfx/ttfx/internal/testenv"
 )
 
@@ -147,4 +150,55 @@ func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestAuthFloodLogsAndCounts: a flood of bad keys through the whole
+// gateway is counted on /metrics, leaves a handful of records and log
+// lines rather than one each, and turns into 429s.
+func TestAuthFloodLogsAndCounts(t *testing.T) {
+	up := httptest.NewServer(sim.New(sim.Options{}))
+	t.Cleanup(up.Close)
+	logs := &syncBuffer{}
+	env := map[string]string{"ADMIN": "admin-key-0123456789", "CLIENT": "client-key-0123456789", "UPSTREAM": "u", "USER_HASH": "0123456789abcdef0123"}
+	srv := configServer(t, "sqlite:"+filepath.Join(t.TempDir(), "ttfx.db"), up.URL, env, logs)
+	// The limit is per minute: keep the flood within one.
+	if s := time.Now().Second(); s > 50 {
+		time.Sleep(time.Duration(61-s) * time.Second)
+	}
+	codes := map[int]int{}
+	for range 300 {
+		resp, _ := chat(t, srv.URL(), "bogus-key", "fast", true, "")
+		codes[resp.StatusCode]++
+	}
+	if codes[401] != 30 || codes[429] != 270 {
+		t.Fatalf("answers %v, want 30 × 401 then 429", codes)
+	}
+	srv.Writer().Close(context.Background()) // everything recorded is written
+	recorded := 0
+	for line := range strings.SplitSeq(string(logs.Bytes()), "\n") {
+		if strings.Contains(line, `"status":"auth_failed"`) {
+			recorded++
+		}
+	}
+	if recorded > 10 {
+		t.Errorf("%d log lines for 300 failed attempts from one source", recorded)
+	}
+	page, err := srv.Store().List(context.Background(), store.Filter{Status: "auth_failed", Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(page.Records); n == 0 || n > 10 {
+		t.Errorf("%d auth_failed records for 300 failed attempts from one source", n)
+	}
+	req, _ := http.NewRequest("GET", srv.URL()+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), "ttfx_auth_failures_total 300") {
+		t.Errorf("/metrics does not count the 300 failures")
+	}
+	t.Logf("300 failed attempts: %d log lines, answers %v", recorded, codes)
 }

@@ -147,6 +147,7 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		MaxBodyBytes:    cfg.MaxBodyBytes,
 		BodyReadTimeout: cfg.BodyReadTimeout.D(),
 		UserHashKey:     userKey,
+		MaxAuthFailures: cfg.AuthFailuresPerMinute,
 		Logger:          s.log,
 	})
 	s.gw.Register(mux)
