@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -182,6 +183,27 @@ channels:
 	stop := make(chan struct{})
 	var reads, refused atomic.Int64
 	var wg sync.WaitGroup
+	// The heap while the reads run: none may hold memory in proportion
+	// to the records it covers (60,000 records held as records would be
+	// some 90 MB).
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	heapIdle, heapPeak := ms.HeapInuse, ms.HeapInuse
+	wg.Go(func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				heapPeak = max(heapPeak, ms.HeapInuse)
+			}
+		}
+	})
 	for _, p := range heavy {
 		wg.Go(func() {
 			for {
@@ -214,6 +236,12 @@ channels:
 		reads.Load(), refused.Load())
 	if reads.Load() == 0 {
 		t.Fatal("no heavy read finished while the relay was measured")
+	}
+	grew := float64(heapPeak-heapIdle) / (1 << 20)
+	t.Logf("heap in use: %.1f MiB before the reads, peak %.1f MiB beside them (+%.1f MiB)",
+		float64(heapIdle)/(1<<20), float64(heapPeak)/(1<<20), grew)
+	if grew > 48 {
+		t.Errorf("the heap grew by %.1f MiB beside the reads of %d records: a read holds memory per record", grew, seed)
 	}
 	// Relative to what it measures: the relay's own latency alone, with
 	// room for a loaded two-core machine, not a fixed number of
