@@ -47,7 +47,13 @@ func (r *records) Record(rec record.Record) {
 // get waits for the record of request id.
 func (r *records) get(t *testing.T, id string) record.Record {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	return r.getWithin(t, id, 10*time.Second)
+}
+
+// getWithin waits up to d for the record of request id.
+func (r *records) getWithin(t *testing.T, id string, d time.Duration) record.Record {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for {
@@ -101,6 +107,12 @@ func channel(name, proto, base string, to route.Timeouts) *route.Channel {
 // gateway starts a gateway over real loopback HTTP in front of chans.
 func gateway(t *testing.T, chans ...*route.Channel) (*httptest.Server, *records) {
 	t.Helper()
+	return gatewayWith(t, nil, chans...)
+}
+
+// gatewayWith is gateway with the http.Server adjusted by tune.
+func gatewayWith(t *testing.T, tune func(*http.Server), chans ...*route.Channel) (*httptest.Server, *records) {
+	t.Helper()
 	recs := newRecords()
 	keys := auth.NewKeyring([]auth.Entry{{Principal: auth.Principal{Name: "client", Role: auth.RoleClient, Group: "g"}, Hash: auth.HashKey(clientKey)}})
 	g := relay.New(relay.Options{Router: route.NewRouter(chans, 1), Keys: keys, Recorder: recs, UserHashKey: []byte("0123456789abcdef")})
@@ -108,6 +120,9 @@ func gateway(t *testing.T, chans ...*route.Channel) (*httptest.Server, *records)
 	g.Register(mux)
 	srv := httptest.NewUnstartedServer(mux)
 	srv.Config.ConnContext = relay.ConnContext
+	if tune != nil {
+		tune(srv.Config)
+	}
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv, recs

@@ -52,7 +52,15 @@ func TestClientThatStopsReading(t *testing.T) {
 	to := fastTimeouts
 	to.Idle = 400 * time.Millisecond
 	c := channel("c", "openai", up.URL, to)
-	gw, recs := gateway(t, c)
+	// Small socket buffers on the gateway's side too, so that its writes
+	// block after tens of KB rather than megabytes: parsing megabytes
+	// under -race on a loaded machine once took longer than the bound.
+	gw, recs := gatewayWith(t, func(s *http.Server) {
+		s.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+			c.(*net.TCPConn).SetWriteBuffer(8 << 10)
+			return relay.ConnContext(ctx, c)
+		}
+	}, c)
 	conn, err := net.Dial("tcp", strings.TrimPrefix(gw.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -67,8 +75,10 @@ func TestClientThatStopsReading(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := resp.Header.Get("X-Request-Id")
-	// Read nothing more: the gateway must give up on its own.
-	rec := recs.get(t, id)
+	// Read nothing more: the gateway must give up on its own. The wait is
+	// as long as the gateway could take at worst (the total timeout); how
+	// long it did take is judged below from its own measure.
+	rec := recs.getWithin(t, id, to.Total)
 	if rec.Status != record.StatusClientCancelled || !strings.Contains(rec.Error, "stopped reading") {
 		t.Fatalf("status %s %q, want client_cancelled for a client that stopped reading", rec.Status, rec.Error)
 	}
@@ -77,6 +87,7 @@ func TestClientThatStopsReading(t *testing.T) {
 	// after at least the idle limit, and long before the upstream's total
 	// timeout, which is what would end it if the idle cut did not.
 	total, _ := rec.TotalHandlerMs.Ms()
+	t.Logf("cut after %.0f ms (idle limit %v)", total, to.Idle)
 	if total < float64(to.Idle.Milliseconds()) || total > float64(to.Total.Milliseconds())/4 {
 		t.Fatalf("handler took %.0f ms, want between the idle limit %v and a quarter of the total timeout %v", total, to.Idle, to.Total)
 	}
