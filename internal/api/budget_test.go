@@ -12,17 +12,23 @@ import (
 	"github.com/ttfx/ttfx/internal/store"
 )
 
-// blockingStore holds every Stats call until its context ends and tells
-// the test when each starts and how it ended.
+// blockingStore holds every Stats call until its context ends (or, with
+// hold set, until hold is closed, as a query that does not notice its
+// deadline would) and tells the test when each starts and how it ended.
 type blockingStore struct {
 	store.Store
 	started chan struct{}
 	ended   chan error
+	hold    chan struct{}
 }
 
 func (b *blockingStore) Stats(ctx context.Context, q store.StatsQuery) (store.Stats, error) {
 	b.started <- struct{}{}
-	<-ctx.Done()
+	if b.hold != nil {
+		<-b.hold
+	} else {
+		<-ctx.Done()
+	}
 	b.ended <- ctx.Err()
 	return store.Stats{}, ctx.Err()
 }
@@ -51,6 +57,7 @@ func TestReadBudget(t *testing.T) {
 	}
 
 	// One read holds the only turn; the next waits and gets the stated 503.
+	bs.hold = make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { call(t, "GET", srv.URL+"/api/stats?since=1h", keyAdmin) })
 	<-bs.started
@@ -59,8 +66,10 @@ func TestReadBudget(t *testing.T) {
 	if a.status != 503 || !strings.Contains(string(a.body), "deadline of 800ms") || time.Since(start) < deadline-50*time.Millisecond {
 		t.Fatalf("a read waiting for its turn: %d after %v: %s", a.status, time.Since(start), a.body)
 	}
+	close(bs.hold)
 	wg.Wait()
 	<-bs.ended
+	bs.hold = make(chan struct{})
 
 	// Past the waiting bound: refused at once, with Retry-After.
 	wg.Go(func() { call(t, "GET", srv.URL+"/api/stats?since=1h", keyAdmin) })
@@ -77,6 +86,7 @@ func TestReadBudget(t *testing.T) {
 	if a.status != 503 || a.header.Get("Retry-After") == "" || !strings.Contains(string(a.body), "busy") || time.Since(start) > deadline/2 {
 		t.Fatalf("a read past the waiting bound: %d after %v: %s", a.status, time.Since(start), a.body)
 	}
+	close(bs.hold)
 	wg.Wait()
 	<-bs.ended
 }
