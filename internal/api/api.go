@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ttfx/ttfx/internal/auth"
 	"github.com/ttfx/ttfx/internal/record"
@@ -44,15 +45,20 @@ type Options struct {
 	Resolve Resolver
 	Now     func() time.Time // anchors "since" and the default stats window; nil means time.Now
 	Log     *slog.Logger     // store failures; nil discards
-	// Timeout bounds the store work of one API request. Default 30s.
+	// Timeout is the deadline of one read, waiting for its turn included;
+	// 0 means DefaultReadTimeout.
 	Timeout time.Duration
+	// Concurrency is how many reads run at once; 0 means
+	// DefaultReadConcurrency().
+	Concurrency int
 }
 
 // Handler serves the read API.
 type Handler struct {
-	opts Options
-	log  *slog.Logger
-	mux  *http.ServeMux
+	opts   Options
+	log    *slog.Logger
+	mux    *http.ServeMux
+	budget *readBudget
 }
 
 // New returns the read API handler.
@@ -61,13 +67,16 @@ func New(opts Options) *Handler {
 		opts.Now = time.Now
 	}
 	if opts.Timeout <= 0 {
-		opts.Timeout = 30 * time.Second
+		opts.Timeout = DefaultReadTimeout
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = DefaultReadConcurrency()
 	}
 	log := opts.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{opts: opts, log: log, mux: http.NewServeMux()}
+	h := &Handler{opts: opts, log: log, mux: http.NewServeMux(), budget: newReadBudget(opts.Concurrency)}
 	h.Register(h.mux)
 	return h
 }
@@ -82,7 +91,7 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("/api/stats", h.get(h.stats))
 	mux.HandleFunc("/api/health", h.get(h.health))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
-		WriteError(w, http.StatusNotFound, TypeNotFound, "no such endpoint: "+r.URL.Path)
+		WriteError(w, http.StatusNotFound, TypeNotFound, "no such endpoint: "+Clip(r.URL.Path, MaxEcho))
 	})
 }
 
@@ -191,11 +200,14 @@ func (h *Handler) Authenticate(w http.ResponseWriter, r *http.Request) (auth.Pri
 // exported for handlers of one record, such as the diagnosis view, so that
 // they apply the same rules.
 func (h *Handler) ReadRecord(w http.ResponseWriter, r *http.Request, p auth.Principal, id string) (record.Record, bool) {
-	ctx, cancel := context.WithTimeout(r.Context(), h.opts.Timeout)
-	defer cancel()
+	ctx, done, ok := h.begin(w, r)
+	if !ok {
+		return record.Record{}, false
+	}
+	defer done()
 	rec, err := h.opts.Store.Get(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && !CanRead(p, &rec)) {
-		WriteError(w, http.StatusNotFound, TypeNotFound, "no request with id "+quote(id))
+		WriteError(w, http.StatusNotFound, TypeNotFound, "no request with id "+quote(Clip(id, MaxEcho)))
 		return record.Record{}, false
 	}
 	if err != nil {
@@ -267,8 +279,11 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, p auth.Principal)
 	}
 	resp := ListResponse{Requests: []record.Record{}, Definitions: fieldDefinitions}
 	if !empty {
-		ctx, cancel := context.WithTimeout(r.Context(), h.opts.Timeout)
-		defer cancel()
+		ctx, done, ok := h.begin(w, r)
+		if !ok {
+			return
+		}
+		defer done()
 		page, err := h.opts.Store.List(ctx, f)
 		if err != nil {
 			h.storeError(w, r, err)
@@ -311,8 +326,11 @@ func (h *Handler) stats(w http.ResponseWriter, r *http.Request, p auth.Principal
 	if empty {
 		st, err = store.EmptyStats(q)
 	} else {
-		ctx, cancel := context.WithTimeout(r.Context(), h.opts.Timeout)
-		defer cancel()
+		ctx, done, ok := h.begin(w, r)
+		if !ok {
+			return
+		}
+		defer done()
 		st, err = h.opts.Store.Stats(ctx, q)
 	}
 	if err != nil {
@@ -344,6 +362,14 @@ func (h *Handler) stats(w http.ResponseWriter, r *http.Request, p auth.Principal
 type HealthResponse struct {
 	Status string      `json:"status"` // "ok", or "degraded" when the store fails
 	Store  StoreHealth `json:"store"`
+	Reads  ReadLimits  `json:"reads"`
+}
+
+// ReadLimits are the read API's budget: its deadline per read and how many
+// run at once.
+type ReadLimits struct {
+	TimeoutMs   int64 `json:"timeout_ms"`  // deadline of one read, waiting for its turn included
+	Concurrency int   `json:"concurrency"` // reads run at once; others wait
 }
 
 // StoreHealth is the state of the store and of its writer's queue.
@@ -368,7 +394,8 @@ func (h *Handler) health(w http.ResponseWriter, r *http.Request, p auth.Principa
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	resp := HealthResponse{Status: "ok", Store: StoreHealth{Engine: h.opts.Store.Engine(), Reachable: true}}
+	resp := HealthResponse{Status: "ok", Store: StoreHealth{Engine: h.opts.Store.Engine(), Reachable: true},
+		Reads: ReadLimits{TimeoutMs: h.opts.Timeout.Milliseconds(), Concurrency: h.opts.Concurrency}}
 	if err := h.opts.Store.Ping(ctx); err != nil {
 		resp.Status, resp.Store.Reachable, resp.Store.Error = "degraded", false, store.ErrorMessage(err)
 	}
@@ -397,10 +424,34 @@ func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error) 
 		WriteError(w, http.StatusBadRequest, TypeInvalidRequest, "cursor: not a cursor this API gave out")
 	case r.Context().Err() != nil:
 		// The client left; nobody reads the answer.
+	case errors.Is(err, store.ErrUnavailable):
+		w.Header().Set("Retry-After", "5")
+		WriteError(w, http.StatusServiceUnavailable, TypeAPI, "the store's database has not been reached since the gateway started; "+
+			"records are queued meanwhile (see /api/health)")
+	case errors.As(err, new(*busyError)):
+		w.Header().Set("Retry-After", "1")
+		WriteError(w, http.StatusServiceUnavailable, TypeAPI, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
-		WriteError(w, http.StatusServiceUnavailable, TypeAPI, "the store did not answer in time; narrow the query")
+		WriteError(w, http.StatusServiceUnavailable, TypeAPI, "the read did not finish within its deadline of "+h.opts.Timeout.String()+
+			" (waiting for its turn included); narrow the query, or retry if the store is failing over")
 	default:
-		h.log.Error("api: store failed", "path", r.URL.Path, "err", err)
+		h.log.Error("api: store failed", "path", Clip(r.URL.Path, MaxEcho), "err", err)
 		WriteError(w, http.StatusInternalServerError, TypeAPI, "the store failed; see the gateway's log")
 	}
+}
+
+// MaxEcho bounds client-supplied text (a path, an id) that an error message
+// quotes back: a megabyte URL must not come back as a megabyte answer.
+const MaxEcho = 128
+
+// Clip returns s cut to at most n bytes on a rune boundary, marked with "…"
+// when cut.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

@@ -18,7 +18,16 @@ type badRequest struct{ msg string }
 
 func (e *badRequest) Error() string { return e.msg }
 
-func badf(format string, args ...any) error { return &badRequest{fmt.Sprintf(format, args...)} }
+// badf formats a bad request's message; string arguments (parameter names
+// and values from the client) are clipped to MaxEcho bytes.
+func badf(format string, args ...any) error {
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			args[i] = Clip(s, MaxEcho)
+		}
+	}
+	return &badRequest{fmt.Sprintf(format, args...)}
+}
 
 // Query parameters of the read API. The key is never one of them (see
 // KeyringResolver).
@@ -74,7 +83,7 @@ func checkParams(q url.Values, allowed []string) error {
 func ParseDuration(s string) (time.Duration, error) {
 	d, err := config.ParseDuration(s)
 	if err != nil || d > 36500*24*time.Hour {
-		return 0, fmt.Errorf("invalid duration %q", s)
+		return 0, fmt.Errorf("invalid duration %q", Clip(s, MaxEcho))
 	}
 	return d, nil
 }

@@ -60,6 +60,15 @@ type Config struct {
 	BodyReadTimeout Duration `yaml:"body_read_timeout"`
 	// DrainTimeout bounds how long shutdown waits for in-flight streams.
 	DrainTimeout Duration `yaml:"drain_timeout"`
+	// ReadTimeout is the deadline of one read of the read API (and of the
+	// dashboard's reads), waiting for its turn included; 0 = 10s.
+	ReadTimeout Duration `yaml:"read_timeout"`
+	// ReadConcurrency is how many reads run at once; 0 = a quarter of the
+	// cores, at least one.
+	ReadConcurrency int `yaml:"read_concurrency"`
+	// AuthFailuresPerMinute is how many failed authentications one source
+	// address may make in a minute before it is answered 429; 0 = 30.
+	AuthFailuresPerMinute int `yaml:"auth_failures_per_minute"`
 	// UserHashKeyEnv names the variable holding the key of the keyed hash
 	// of client-sent user ids; empty: a key kept beside the store.
 	UserHashKeyEnv string `yaml:"user_hash_key_env"`

@@ -65,6 +65,10 @@ type Options struct {
 	// BodyReadTimeout bounds reading a client's request body (slow
 	// uploads); 0 means DefaultBodyReadTimeout.
 	BodyReadTimeout time.Duration
+	// MaxAuthFailures is how many failed authentications one source may
+	// make in a minute before it is answered 429; 0 means
+	// DefaultMaxAuthFailures.
+	MaxAuthFailures int
 	Logger          *slog.Logger
 	// Tracer, if set, joins each request to its caller's trace (W3C
 	// trace-context) and passes the gateway's span on upstream.
@@ -94,6 +98,7 @@ type Gateway struct {
 	client   *http.Client
 	inflight atomic.Int64
 	log      *slog.Logger
+	fails    *authFailures
 
 	// life ends when Abort is called: every upstream attempt still running
 	// is cancelled with errShutdown.
@@ -125,7 +130,7 @@ func New(opts Options) *Gateway {
 	}
 	client := &http.Client{Transport: opts.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	life, abort := context.WithCancel(context.Background())
-	return &Gateway{opts: opts, client: client, log: opts.Logger, life: life, abort: abort}
+	return &Gateway{opts: opts, client: client, log: opts.Logger, life: life, abort: abort, fails: newAuthFailures(opts.MaxAuthFailures)}
 }
 
 // Abort ends every request still relaying: its upstream is cancelled and
@@ -135,19 +140,21 @@ func (g *Gateway) Abort() { g.abort() }
 
 // NewTransport returns the upstream transport: no transparent compression
 // (the relay forwards bytes as they are, and gzip on an event stream
-// would hold events back), many idle connections per host, and a dial
-// timeout shorter than any header timeout.
+// would hold events back), many idle connections per host, a dial
+// timeout shorter than any header timeout, and bounded response headers
+// (MaxUpstreamHeaderBytes).
 func NewTransport() *http.Transport {
 	return &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2:     true,
-		DisableCompression:    true,
-		MaxIdleConns:          1000,
-		MaxIdleConnsPerHost:   256,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
+		Proxy:                  http.ProxyFromEnvironment,
+		DialContext:            (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:      true,
+		DisableCompression:     true,
+		MaxIdleConns:           1000,
+		MaxIdleConnsPerHost:    256,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: MaxUpstreamHeaderBytes,
 	}
 }
 
@@ -187,6 +194,11 @@ type exchange struct {
 	proto     string
 	scratch   []byte // reused for events the relay has to rewrite
 	abortConn bool   // close the connection after recording: the body was cut
+	// skipRecord drops the record of a failed authentication that is
+	// only counted (see authFailures); errorNote is added to the
+	// record's error.
+	skipRecord bool
+	errorNote  string
 }
 
 func (x *exchange) serve() {
@@ -230,6 +242,9 @@ func (x *exchange) serve() {
 func (x *exchange) prepare() *HTTPError {
 	g := x.g
 	start := x.tl.Start()
+	if herr := checkKeyInURL(x.ep, x.r); herr != nil {
+		return herr
+	}
 	key := auth.FromRequest(x.r)
 	p, ok := g.opts.Keys.Lookup(key)
 	start = x.tl.PhaseSince(timeline.PhaseAuth, start)
@@ -238,7 +253,7 @@ func (x *exchange) prepare() *HTTPError {
 		if key == "" {
 			msg = missingKeyText(x.r)
 		}
-		return &HTTPError{Code: http.StatusUnauthorized, Type: "authentication_error", Msg: msg, Status: record.StatusAuthFailed}
+		return x.authFailed(msg)
 	}
 	x.principal = p
 	x.rec.KeyName, x.rec.Group = p.Name, p.Group
@@ -296,7 +311,7 @@ func (g *Gateway) hashUser(user string) string {
 // fail answers the client with a gateway error before anything was relayed.
 func (x *exchange) fail(e *HTTPError) {
 	x.rec.Status = e.Status
-	x.rec.Error = e.Msg
+	x.rec.Error = e.Msg + x.errorNote
 	if e.Code == 499 {
 		// The client is gone; there is no one to answer.
 		return
@@ -311,6 +326,9 @@ func (x *exchange) finish() {
 	x.tl.Mark(timeline.T7)
 	x.rec.Fields = x.tl.Fields()
 	x.rec.Attempts = x.attempts
+	if x.skipRecord {
+		return
+	}
 	if x.g.opts.Diagnose != nil {
 		x.g.opts.Diagnose(&x.rec)
 	}

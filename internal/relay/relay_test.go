@@ -47,7 +47,13 @@ func (r *records) Record(rec record.Record) {
 // get waits for the record of request id.
 func (r *records) get(t *testing.T, id string) record.Record {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	return r.getWithin(t, id, 10*time.Second)
+}
+
+// getWithin waits up to d for the record of request id.
+func (r *records) getWithin(t *testing.T, id string, d time.Duration) record.Record {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for {
@@ -101,12 +107,23 @@ func channel(name, proto, base string, to route.Timeouts) *route.Channel {
 // gateway starts a gateway over real loopback HTTP in front of chans.
 func gateway(t *testing.T, chans ...*route.Channel) (*httptest.Server, *records) {
 	t.Helper()
+	return gatewayWith(t, nil, chans...)
+}
+
+// gatewayWith is gateway with the http.Server adjusted by tune.
+func gatewayWith(t *testing.T, tune func(*http.Server), chans ...*route.Channel) (*httptest.Server, *records) {
+	t.Helper()
 	recs := newRecords()
 	keys := auth.NewKeyring([]auth.Entry{{Principal: auth.Principal{Name: "client", Role: auth.RoleClient, Group: "g"}, Hash: auth.HashKey(clientKey)}})
 	g := relay.New(relay.Options{Router: route.NewRouter(chans, 1), Keys: keys, Recorder: recs, UserHashKey: []byte("0123456789abcdef")})
 	mux := http.NewServeMux()
 	g.Register(mux)
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config.ConnContext = relay.ConnContext
+	if tune != nil {
+		tune(srv.Config)
+	}
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv, recs
 }
@@ -670,9 +687,9 @@ func TestFirstOutputTimeoutLastChannel(t *testing.T) {
 	near(t, "first-output timeout upstream_done_ms", rec.UpstreamDoneMs, 200)
 }
 
-// TestUpstreamURL: a key passed as ?key= authenticates at the gateway but
-// never goes upstream; a base URL's own query is kept; GET /v1/models is
-// routed to a channel that lists exact models.
+// TestUpstreamURL: a key passed as ?key= (Gemini's routes only) authenticates
+// at the gateway but never goes upstream; a base URL's own query is kept;
+// GET /v1/models is routed to a channel that lists exact models.
 func TestUpstreamURL(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
@@ -686,13 +703,17 @@ func TestUpstreamURL(t *testing.T) {
 	defer up.Close()
 	c := channel("c", "openai", up.URL+"/openai?api-version=2024-10-01", fastTimeouts)
 	c.Models = []string{"gpt-4o"}
-	gw, _ := gateway(t, c)
-	for _, path := range []string{"/v1/models?key=" + clientKey, "/v1/chat/completions?key=" + clientKey + "&x=1"} {
+	gc := channel("g", "gemini", up.URL+"/google", fastTimeouts)
+	gw, _ := gateway(t, c, gc)
+	for _, path := range []string{"/v1/models", "/v1/chat/completions?x=1", "/v1beta/models/gemini-x:generateContent?key=" + clientKey + "&x=2"} {
 		method, body := "GET", ""
-		if strings.Contains(path, "chat") {
+		if !strings.HasPrefix(path, "/v1/models") {
 			method, body = "POST", `{"model":"gpt-4o","messages":[]}`
 		}
 		req, _ := http.NewRequest(method, gw.URL+path, strings.NewReader(body))
+		if !strings.Contains(path, "key=") {
+			req.Header.Set("Authorization", "Bearer "+clientKey)
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -704,7 +725,7 @@ func TestUpstreamURL(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	want := []string{"/openai/v1/models?api-version=2024-10-01", "/openai/v1/chat/completions?api-version=2024-10-01&x=1"}
+	want := []string{"/openai/v1/models?api-version=2024-10-01", "/openai/v1/chat/completions?api-version=2024-10-01&x=1", "/google/v1beta/models/gemini-x:generateContent?x=2"}
 	if fmt.Sprint(seen) != fmt.Sprint(want) {
 		t.Fatalf("upstream saw %q, want %q", seen, want)
 	}

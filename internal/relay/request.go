@@ -90,12 +90,15 @@ func parseRequest(ep endpoint, r *http.Request, body []byte) (*clientRequest, *H
 			cr.stream = true
 		case "generateContent":
 		default:
-			return nil, &HTTPError{Code: http.StatusNotFound, Type: "not_found_error", Msg: "unknown method " + method + " (want generateContent or streamGenerateContent)", Status: record.StatusBadRequest}
+			return nil, &HTTPError{Code: http.StatusNotFound, Type: "not_found_error", Msg: "unknown method " + echo(method) + " (want generateContent or streamGenerateContent)", Status: record.StatusBadRequest}
 		}
 		cr.model = model
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, badRequest("the request body is empty; want a JSON object")
+	}
+	if herr := checkDuplicateKeys(body); herr != nil {
+		return nil, herr
 	}
 	var fields struct {
 		Model         string          `json:"model"`
@@ -123,6 +126,9 @@ func parseRequest(ep endpoint, r *http.Request, body []byte) (*clientRequest, *H
 		default:
 			return nil, badRequest("stream must be true or false")
 		}
+	}
+	if herr := checkModel(cr.model); herr != nil {
+		return nil, herr
 	}
 	cr.user = jsonString(fields.User)
 	if cr.user == "" && fields.Metadata != nil {

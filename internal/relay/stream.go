@@ -63,6 +63,12 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 	wd := &writeDeadline{rc: rc, limit: to.Idle}
 	defer wd.clear()
 	var readErr, writeErr error
+	restore := x.resetOnCut()
+	defer func() {
+		if writeErr == nil {
+			restore()
+		}
+	}()
 	// Each event is written the moment it is parsed and flushed before the
 	// reader waits for upstream bytes: events that arrived in one read go
 	// out in one flush (one syscall, one chunk), and none waits for the next.
@@ -200,7 +206,7 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 			x.rec.Status, x.rec.Error = record.StatusTruncated, "upstream closed the stream without a terminal marker"
 		}
 	}
-	x.attempts[len(x.attempts)-1].Status = x.rec.Status
+	x.endAttempt()
 	x.attempts[len(x.attempts)-1].FirstResponseAtMs = x.tl.Since(timeline.T4)
 	return false
 }
@@ -272,6 +278,7 @@ func (x *exchange) relayBody(a *attempt, streamed bool) {
 	rc := http.NewResponseController(x.w)
 	wd := &writeDeadline{rc: rc, limit: a.ch.Timeouts.Idle}
 	defer wd.clear()
+	restore := x.resetOnCut()
 	var idle *idleWatch
 	if streamed {
 		idle = a.idleTimer(x.g.opts.Now, a.ch.Timeouts.Idle)
@@ -280,6 +287,11 @@ func (x *exchange) relayBody(a *attempt, streamed bool) {
 	overflow, first := false, true
 	buf := make([]byte, 32<<10)
 	var readErr, writeErr error
+	defer func() {
+		if writeErr == nil {
+			restore()
+		}
+	}()
 	for {
 		if idle != nil && !first {
 			idle.waiting()
@@ -321,6 +333,9 @@ func (x *exchange) relayBody(a *attempt, streamed bool) {
 	switch {
 	case writeErr != nil:
 		x.rec.Status, x.rec.Error = record.StatusClientCancelled, "client went away during the response"
+		if errors.Is(writeErr, os.ErrDeadlineExceeded) {
+			x.rec.Error = "client stopped reading for longer than the idle timeout"
+		}
 	case readErr != nil:
 		e := x.classifyError(a, readErr, "stream")
 		x.rec.Status, x.rec.Error = e.Status, e.Msg
@@ -333,7 +348,7 @@ func (x *exchange) relayBody(a *attempt, streamed bool) {
 		rc.Flush() // t7 comes after the last byte reached the client
 	}
 	defer func() { x.attempts[len(x.attempts)-1].FirstResponseAtMs = x.tl.Since(timeline.T4) }()
-	x.attempts[len(x.attempts)-1].Status = x.rec.Status
+	x.endAttempt()
 	if overflow || x.ep.classify == "" && x.ep.api != apiEmbeddings || readErr != nil || writeErr != nil {
 		return
 	}

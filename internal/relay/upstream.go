@@ -372,6 +372,9 @@ func (x *exchange) classifyError(a *attempt, err error, phase string) *HTTPError
 		// record says what happened in its error.
 		return &HTTPError{Code: http.StatusServiceUnavailable, Type: "api_error", Msg: "the gateway shut down before the response ended (drain timeout)", Status: record.StatusClientCancelled, Err: err}
 	}
+	if phase == "connect" && isHeaderTooLarge(err) {
+		return &HTTPError{Code: http.StatusBadGateway, Type: "api_error", Msg: headerTooLargeMsg, Status: record.StatusUpstreamStreamError, Err: err}
+	}
 	if phase == "connect" && a.sent.Load() {
 		return noAnswer(err)
 	}

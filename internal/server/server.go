@@ -153,7 +153,9 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		return nil, err
 	}
 
-	s.store, err = store.Open(ctx, cfg.Store)
+	// A database that cannot be reached now does not stop the gateway:
+	// it relays, queues records, and connects in the background.
+	s.store, err = store.OpenOrRetry(ctx, cfg.Store, s.log)
 	if err != nil {
 		return nil, err
 	}
@@ -200,6 +202,7 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		MaxBodyBytes:    cfg.MaxBodyBytes,
 		BodyReadTimeout: cfg.BodyReadTimeout.D(),
 		UserHashKey:     userKey,
+		MaxAuthFailures: cfg.AuthFailuresPerMinute,
 		Logger:          s.log,
 		Tracer:          s.tracer,
 	})
@@ -208,7 +211,8 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		w.Header().Set("Content-Type", "text/plain")
 		w.Write([]byte("ok\n"))
 	})
-	s.api = api.New(api.Options{Store: s.store, Writer: s.writer, Resolve: api.KeyringResolver(s.keys), Log: s.log})
+	s.api = api.New(api.Options{Store: s.store, Writer: s.writer, Resolve: api.KeyringResolver(s.keys), Log: s.log,
+		Timeout: cfg.ReadTimeout.D(), Concurrency: cfg.ReadConcurrency})
 	s.api.Register(mux)
 	s.registerDiagnosis(mux)
 	s.registerChannelHealth(mux)
@@ -221,6 +225,7 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ConnContext:       relay.ConnContext,
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	s.stopRetention, s.retentionDone = cancel, make(chan struct{})

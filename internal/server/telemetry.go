@@ -72,6 +72,12 @@ func (s *Server) setupTelemetry(mux *http.ServeMux, listen string) error {
 			return telemetry.StoreStats{Queued: st.Queued, Capacity: writer.Capacity(), Dropped: st.Dropped, Rejected: st.Rejected, Written: st.Written}
 		},
 		Dropped: sink.queue.Dropped,
+		AuthFailures: func() uint64 {
+			if s.gw == nil {
+				return 0
+			}
+			return s.gw.AuthFailures()
+		},
 		Runtime: true,
 	})
 	m.RegisterRouting(s.routingStats)

@@ -112,6 +112,10 @@ type MetricsOptions struct {
 	// Dropped returns the records the telemetry queue could not take
 	// (logs and OTLP export; see Queue).
 	Dropped func() uint64
+	// AuthFailures returns the requests that failed authentication,
+	// including those not recorded (the relay records one per source and
+	// minute).
+	AuthFailures func() uint64
 	// Runtime adds the Go runtime and process metrics (go_*, process_*)
 	// that Prometheus users expect from any Go server.
 	Runtime bool
@@ -247,6 +251,13 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "ttfx_telemetry_dropped_total",
 			Help: "Records the request log and the OTLP export never saw because their queue was full.",
+		}, func() float64 { return float64(f()) }))
+	}
+	if opts.AuthFailures != nil {
+		f := opts.AuthFailures
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ttfx_auth_failures_total",
+			Help: "Requests that failed authentication, recorded or not (one record per source and minute is kept).",
 		}, func() float64 { return float64(f()) }))
 	}
 	if opts.Runtime {

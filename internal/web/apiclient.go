@@ -64,6 +64,13 @@ func (h *Handler) call(ctx context.Context, from *http.Request, path string, q u
 	if c.code == 0 {
 		c.code = http.StatusOK
 	}
+	if c.code/100 == 3 {
+		// The read API never redirects; its mux does, to the cleaned
+		// path, for a path with . or .. segments (a request id of
+		// "%2e%2e"). Passing that on would be a redirect without a
+		// Location: nothing is there.
+		return &apiError{Code: http.StatusNotFound, Type: api.TypeNotFound, Message: "no such resource: " + api.Clip(path, api.MaxEcho)}
+	}
 	if c.code/100 != 2 {
 		var eb api.ErrorBody
 		if json.Unmarshal(c.body.Bytes(), &eb) != nil || eb.Error.Message == "" {

@@ -62,7 +62,7 @@ func parseViewQuery(v url.Values, now time.Time) (viewQuery, error) {
 	q := viewQuery{Now: now.UTC(), TZ: time.FixedZone(zoneName(0), 0), Limit: defaultLimit}
 	for name, vs := range v {
 		if !slices.Contains(viewParams, name) {
-			return q, fmt.Errorf("unknown parameter %q (known: %s)", name, strings.Join(viewParams, ", "))
+			return q, fmt.Errorf("unknown parameter %q (known: %s)", api.Clip(name, api.MaxEcho), strings.Join(viewParams, ", "))
 		}
 		if len(vs) > 1 {
 			return q, fmt.Errorf("parameter %q given %d times", name, len(vs))

@@ -172,7 +172,7 @@ func (h *Handler) Register(mux *http.ServeMux) {
 			api.WriteError(w, http.StatusMethodNotAllowed, api.TypeInvalidRequest, r.Method+" is not allowed here; the dashboard is GET only")
 			return
 		}
-		api.WriteError(w, http.StatusNotFound, api.TypeNotFound, "no such page: "+r.URL.Path)
+		api.WriteError(w, http.StatusNotFound, api.TypeNotFound, "no such page: "+api.Clip(r.URL.Path, api.MaxEcho))
 	})
 }
 
@@ -262,7 +262,7 @@ func (h *Handler) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		return // the browser left
 	}
-	h.log.Error("web: view failed", "path", r.URL.Path, "err", err)
+	h.log.Error("web: view failed", "path", api.Clip(r.URL.Path, api.MaxEcho), "err", err)
 	api.WriteError(w, http.StatusInternalServerError, api.TypeAPI, "the dashboard could not make this view; see the gateway's log")
 }
 

@@ -1,0 +1,92 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ttfx/ttfx/internal/store"
+)
+
+// blockingStore holds every Stats call until its context ends (or, with
+// hold set, until hold is closed, as a query that does not notice its
+// deadline would) and tells the test when each starts and how it ended.
+type blockingStore struct {
+	store.Store
+	started chan struct{}
+	ended   chan error
+	hold    chan struct{}
+}
+
+func (b *blockingStore) Stats(ctx context.Context, q store.StatsQuery) (store.Stats, error) {
+	b.started <- struct{}{}
+	if b.hold != nil {
+		<-b.hold
+	} else {
+		<-ctx.Done()
+	}
+	b.ended <- ctx.Err()
+	return store.Stats{}, ctx.Err()
+}
+
+// TestReadBudget: a read's query is cancelled the moment its client goes
+// away, freeing its turn; reads past the concurrency wait for a turn within
+// their deadline and get a 503 that states it; past the waiting bound they
+// are refused at once.
+func TestReadBudget(t *testing.T) {
+	bs := &blockingStore{Store: openSQLite(t), started: make(chan struct{}, 100), ended: make(chan error, 100)}
+	const deadline = 800 * time.Millisecond
+	h := New(Options{Store: bs, Resolve: KeyringResolver(keyring()), Now: func() time.Time { return now }, Timeout: deadline, Concurrency: 1})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+
+	// A client that leaves: its query ends at once, not at the deadline.
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/stats?since=1h", nil)
+	req.Header.Set("Authorization", "Bearer "+keyAdmin)
+	go http.DefaultClient.Do(req)
+	<-bs.started
+	left := time.Now()
+	cancel()
+	if err := <-bs.ended; err != context.Canceled || time.Since(left) > deadline/2 {
+		t.Fatalf("the query ended with %v %v after its client left, want canceled at once", err, time.Since(left))
+	}
+
+	// One read holds the only turn; the next waits and gets the stated 503.
+	bs.hold = make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { call(t, "GET", srv.URL+"/api/stats?since=1h", keyAdmin) })
+	<-bs.started
+	start := time.Now()
+	a := call(t, "GET", srv.URL+"/api/requests", keyAdmin)
+	if a.status != 503 || !strings.Contains(string(a.body), "deadline of 800ms") || time.Since(start) < deadline-50*time.Millisecond {
+		t.Fatalf("a read waiting for its turn: %d after %v: %s", a.status, time.Since(start), a.body)
+	}
+	close(bs.hold)
+	wg.Wait()
+	<-bs.ended
+	bs.hold = make(chan struct{})
+
+	// Past the waiting bound: refused at once, with Retry-After.
+	wg.Go(func() { call(t, "GET", srv.URL+"/api/stats?since=1h", keyAdmin) })
+	<-bs.started
+	for range maxWaitingPerSlot {
+		wg.Go(func() { call(t, "GET", srv.URL+"/api/requests", keyAdmin) })
+	}
+	waitFor := time.Now().Add(5 * time.Second)
+	for h.budget.waiting.Load() < maxWaitingPerSlot && time.Now().Before(waitFor) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	start = time.Now()
+	a = call(t, "GET", srv.URL+"/api/requests", keyAdmin)
+	if a.status != 503 || a.header.Get("Retry-After") == "" || !strings.Contains(string(a.body), "busy") || time.Since(start) > deadline/2 {
+		t.Fatalf("a read past the waiting bound: %d after %v: %s", a.status, time.Since(start), a.body)
+	}
+	close(bs.hold)
+	wg.Wait()
+	<-bs.ended
+}

@@ -1,0 +1,206 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/ttfx/ttfx/internal/record"
+)
+
+// ErrUnavailable is the error of a store whose database has not been
+// reached since the gateway started (see OpenOrRetry).
+var ErrUnavailable = errors.New("store: the database has not been reached yet")
+
+// Retry bounds of OpenOrRetry's background attempts.
+const (
+	openRetryMin = time.Second
+	openRetryMax = 30 * time.Second
+	// openAttemptTimeout bounds one background Open (connect and
+	// migrations): a frozen server must not hold the loop forever.
+	openAttemptTimeout = 30 * time.Second
+)
+
+// OpenOrRetry opens the store a DSN names, like Open. When the database is
+// a server (PostgreSQL) that cannot be reached now, it does not fail: it
+// returns a Store that refuses every call with ErrUnavailable while it keeps
+// connecting and migrating in the background, with backoff, and from the
+// first success on is that store. A gateway started during a database
+// outage thus relays from the start: its Writer queues records (bounded,
+// counted) against the refusals and writes them once the database is there,
+// /api/health says degraded, and reads answer 503. Errors that waiting
+// cannot cure fail at once: a malformed DSN, a refused password, a missing
+// database, a SQLite file that cannot be opened.
+func OpenOrRetry(ctx context.Context, dsn string, log *slog.Logger) (Store, error) {
+	s, err := Open(ctx, dsn)
+	if err == nil || !isServerDSN(dsn) || !transientOpenError(err) {
+		return s, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log.Warn("store: the database cannot be reached; serving anyway and retrying in the background",
+		"err", ErrorMessage(err))
+	return newPendingStore(dsn, err, log, Open), nil
+}
+
+func isServerDSN(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// transientOpenError reports whether a failed Open may succeed later:
+// anything but the server's refusal of who we are or what we asked for
+// (SQLSTATE class 28, invalid authorization; 3D, invalid catalog name) and
+// a DSN that does not parse.
+func transientOpenError(err error) bool {
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		return !strings.HasPrefix(pg.Code, "28") && !strings.HasPrefix(pg.Code, "3D")
+	}
+	var pe *pgconn.ParseConfigError
+	return !errors.As(err, &pe)
+}
+
+// pendingStore is the Store of OpenOrRetry until the database is reached.
+type pendingStore struct {
+	dsn    string
+	log    *slog.Logger
+	open   func(context.Context, string) (Store, error)
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.RWMutex // guards s and lastErr
+	s       Store        // nil until opened
+	lastErr error        // why the last attempt failed
+}
+
+func newPendingStore(dsn string, first error, log *slog.Logger, open func(context.Context, string) (Store, error)) *pendingStore {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &pendingStore{dsn: dsn, log: log, open: open, cancel: cancel, done: make(chan struct{}), lastErr: first}
+	go p.retry(ctx)
+	return p
+}
+
+// retry opens the store with backoff until it succeeds or Close.
+func (p *pendingStore) retry(ctx context.Context) {
+	defer close(p.done)
+	wait := openRetryMin
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		actx, cancel := context.WithTimeout(ctx, openAttemptTimeout)
+		s, err := p.open(actx, p.dsn)
+		cancel()
+		if err == nil {
+			p.mu.Lock()
+			p.s, p.lastErr = s, nil
+			p.mu.Unlock()
+			p.log.Info("store: the database is reachable; migrations applied, queued records will be written")
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		p.mu.Lock()
+		p.lastErr = err
+		p.mu.Unlock()
+		p.log.Warn("store: the database is still unreachable", "retry_in", wait, "err", ErrorMessage(err))
+		wait = min(2*wait, openRetryMax)
+	}
+}
+
+// store returns the opened store, or nil and the error to answer.
+func (p *pendingStore) store() (Store, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.s != nil {
+		return p.s, nil
+	}
+	return nil, fmt.Errorf("%w: %s", ErrUnavailable, ErrorMessage(p.lastErr))
+}
+
+func (p *pendingStore) Insert(ctx context.Context, recs []record.Record) error {
+	s, err := p.store()
+	if err != nil {
+		return err
+	}
+	return s.Insert(ctx, recs)
+}
+
+func (p *pendingStore) Get(ctx context.Context, id string) (record.Record, error) {
+	s, err := p.store()
+	if err != nil {
+		return record.Record{}, err
+	}
+	return s.Get(ctx, id)
+}
+
+func (p *pendingStore) List(ctx context.Context, f Filter) (Page, error) {
+	s, err := p.store()
+	if err != nil {
+		return Page{}, err
+	}
+	return s.List(ctx, f)
+}
+
+func (p *pendingStore) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
+	s, err := p.store()
+	if err != nil {
+		return Stats{}, err
+	}
+	return s.Stats(ctx, q)
+}
+
+func (p *pendingStore) DeleteBefore(ctx context.Context, t time.Time, limit int) (int, error) {
+	s, err := p.store()
+	if err != nil {
+		return 0, err
+	}
+	return s.DeleteBefore(ctx, t, limit)
+}
+
+// Compact implements Compactor once the store is open.
+func (p *pendingStore) Compact(ctx context.Context, now time.Time) (int, error) {
+	s, err := p.store()
+	if err != nil {
+		return 0, err
+	}
+	if c, ok := s.(Compactor); ok {
+		return c.Compact(ctx, now)
+	}
+	return 0, nil
+}
+
+func (p *pendingStore) Ping(ctx context.Context) error {
+	s, err := p.store()
+	if err != nil {
+		return err
+	}
+	return s.Ping(ctx)
+}
+
+func (p *pendingStore) Engine() string {
+	if s, _ := p.store(); s != nil {
+		return s.Engine()
+	}
+	return "postgres"
+}
+
+// Close stops the background attempts and closes the store if one opened.
+func (p *pendingStore) Close() error {
+	p.cancel()
+	<-p.done
+	if s, _ := p.store(); s != nil {
+		return s.Close()
+	}
+	return nil
+}
