@@ -242,6 +242,10 @@ func grafanaDashboard() map[string]any {
 				desc: "ttfx_hedges_total by outcome: started, won (the hedge's answer was relayed), lost.",
 				targets: [][2]string{
 					{`sum by (outcome) (rate(ttfx_hedges_total[$__rate_interval]))`, "{{outcome}}"}}},
+			{title: "Route decisions", unit: "reqps", w: 24,
+				desc: "ttfx_route_decisions_total: requests whose routing plan put the channel first, by the strategy that ordered it (priority, weighted, latency).",
+				targets: [][2]string{
+					{`sum by (strategy, channel) (rate(ttfx_route_decisions_total{channel=~"$channel"}[$__rate_interval]))`, "{{strategy}} → {{channel}}"}}},
 		}},
 		{"Record store and telemetry", []panelSpec{
 			{title: "Store queue", unit: "short", w: 8,

@@ -80,7 +80,7 @@ func TestPromtoolRules(t *testing.T) {
 // and the alerts read them, but this branch's gateway does not expose
 // them, so queries over them are checked error-free only, not non-empty.
 // Tighten (empty this list) once routing is merged.
-var routingFamilies = []string{"ttfx_channel_ejected", "ttfx_channel_ejections_total", "ttfx_hedges_total"}
+var routingFamilies = []string{"ttfx_channel_ejected", "ttfx_channel_ejections_total", "ttfx_hedges_total", "ttfx_route_decisions_total"}
 
 func fromRouting(expr string) bool {
 	for _, f := range routingFamilies {
