@@ -107,7 +107,7 @@ func quantiles(family string, qs ...string) [][2]string {
 	var out [][2]string
 	for _, q := range qs {
 		out = append(out, [2]string{
-			fmt.Sprintf(`histogram_quantile(%s, sum by (le) (rate(%s_bucket{%s}[$__rate_interval])))`, q, family, sel),
+			quantileExpr(q, family, sel, ""),
 			"p" + strings.TrimPrefix(strings.TrimPrefix(q, "0."), "0") + legendPad(q),
 		})
 	}
@@ -122,10 +122,23 @@ func legendPad(q string) string {
 	return ""
 }
 
+// quantileExpr is the q-quantile of a histogram family over the matchers,
+// grouped by the labels in by: read from the classic buckets, or — on a
+// Prometheus that ingests the native histograms instead, as one started
+// with --enable-feature=native-histograms does before 2.45 — from those.
+func quantileExpr(q, family, matchers, by string) string {
+	classicBy, nativeBy := "le", ""
+	if by != "" {
+		classicBy, nativeBy = "le, "+by, " by ("+by+")"
+	}
+	return fmt.Sprintf(`histogram_quantile(%s, sum by (%s) (rate(%s_bucket{%s}[$__rate_interval]))) or histogram_quantile(%s, sum%s (rate(%s{%s}[$__rate_interval])))`,
+		q, classicBy, family, matchers, q, nativeBy, family, matchers)
+}
+
 // byChannelModel is the p95 of a family per channel and model.
 func byChannelModel(family, q string) [][2]string {
 	return [][2]string{{
-		fmt.Sprintf(`histogram_quantile(%s, sum by (le, channel, model) (rate(%s_bucket{%s}[$__rate_interval])))`, q, family, sel),
+		quantileExpr(q, family, sel, "channel, model"),
 		"{{channel}} {{model}}",
 	}}
 }
@@ -176,7 +189,7 @@ func grafanaDashboard() map[string]any {
 			{title: "Local phases (p99)", unit: "s", w: 12,
 				desc: "ttfx_local_phase_seconds by phase: auth (auth_ms), distribution (distribution_ms: channel selection), body_read (body_read_ms: the client's upload), request_wait (before t0: accept and header read), after_upstream (t7 − t6). Over 100 ms in sum: diagnosis local_overhead." + defTail,
 				targets: [][2]string{{
-					`histogram_quantile(0.99, sum by (le, phase) (rate(ttfx_local_phase_seconds_bucket{` + sel + `}[$__rate_interval])))`, "{{phase}}"}}},
+					quantileExpr("0.99", "ttfx_local_phase_seconds", sel, "phase"), "{{phase}}"}}},
 		}},
 		{"Per channel and model (p95)", []panelSpec{
 			{title: "First visible text p95 by channel and model", unit: "s", w: 12,
@@ -229,6 +242,10 @@ func grafanaDashboard() map[string]any {
 				desc: "ttfx_hedges_total by outcome: started, won (the hedge's answer was relayed), lost.",
 				targets: [][2]string{
 					{`sum by (outcome) (rate(ttfx_hedges_total[$__rate_interval]))`, "{{outcome}}"}}},
+			{title: "Route decisions", unit: "reqps", w: 24,
+				desc: "ttfx_route_decisions_total: requests whose routing plan put the channel first, by the strategy that ordered it (priority, weighted, latency).",
+				targets: [][2]string{
+					{`sum by (strategy, channel) (rate(ttfx_route_decisions_total{channel=~"$channel"}[$__rate_interval]))`, "{{strategy}} → {{channel}}"}}},
 		}},
 		{"Record store and telemetry", []panelSpec{
 			{title: "Store queue", unit: "short", w: 8,
@@ -375,7 +392,7 @@ func TestGrafanaDashboard(t *testing.T) {
 		}
 	}
 	ids := map[int]bool{}
-	latency := regexp.MustCompile(`(ttfx_(time_to_\w+|request_duration|upstream_duration|relay_lag|local_phase|max_output_gap|inter_token_latency)_seconds|ttfx_visible_output_tokens_per_second)_bucket\{([^}]*)\}`)
+	latency := regexp.MustCompile(`(ttfx_(time_to_\w+|request_duration|upstream_duration|relay_lag|local_phase|max_output_gap|inter_token_latency)_seconds|ttfx_visible_output_tokens_per_second)(_bucket)?\{([^}]*)\}`)
 	n := 0
 	for _, p := range d.Panels {
 		if ids[p.ID] {
@@ -391,13 +408,13 @@ func TestGrafanaDashboard(t *testing.T) {
 		for _, tg := range p.Targets {
 			for _, m := range latency.FindAllStringSubmatch(tg.Expr, -1) {
 				n++
-				if !strings.Contains(m[3], `stream="$stream"`) {
+				if !strings.Contains(m[4], `stream="$stream"`) {
 					t.Errorf("panel %q reads %s without stream=\"$stream\": streaming and non-streaming would mix", p.Title, m[1])
 				}
 			}
 		}
 	}
-	if n < 15 {
+	if n < 30 {
 		t.Errorf("only %d latency selectors seen: the check above saw too little", n)
 	}
 }

@@ -358,8 +358,9 @@ scrape_configs:
     static_configs:
       - targets: [%q]
 `, target)
-	classic := startPrometheusConfig(t, bin, fmt.Sprintf("global: {scrape_interval: 1s, evaluation_interval: 1s}\nrule_files: [%q, %q]\n", ruleFiles[0], ruleFiles[1])+scrape)
-	native := startPrometheusConfig(t, bin, "global: {scrape_interval: 1s}\n"+scrape, "--enable-feature=native-histograms")
+	global := fmt.Sprintf("global: {scrape_interval: 1s, evaluation_interval: 1s}\nrule_files: [%q, %q]\n", ruleFiles[0], ruleFiles[1])
+	classic := startPrometheusConfig(t, bin, global+scrape)
+	native := startPrometheusConfig(t, bin, global+scrape, "--enable-feature=native-histograms")
 	waitQuery(t, classic, `up{job="ttfx"}`, func(v float64) bool { return v == 1 })
 	waitQuery(t, native, `up{job="ttfx"}`, func(v float64) bool { return v == 1 })
 
@@ -415,70 +416,13 @@ scrape_configs:
 	// second round.
 	time.Sleep(2 * time.Second)
 
-	t.Run("every expression answers", func(t *testing.T) {
-		qs := append(dashboardQueries(t), ruleQueries(t)...)
-		if len(qs) < 60 {
-			t.Fatalf("only %d expressions found in deploy/", len(qs))
-		}
-		checked, routing := 0, 0
-		for _, q := range qs {
-			r := promInstant(t, classic, q.expr)
-			if r.status != "success" {
-				t.Errorf("%s: %s\n  %s", q.where, r.err, q.expr)
-				continue
-			}
-			if fromRouting(q.expr) {
-				routing++
-				continue
-			}
-			exprs := q.signals
-			if exprs == nil {
-				exprs = []string{q.expr}
-			}
-			for _, e := range exprs {
-				if r := promInstant(t, classic, e); r.status != "success" || !r.hasNumber() {
-					t.Errorf("%s: no number (status %s %s, values %v)\n  %s", q.where, r.status, r.err, r.values, e)
-				}
-			}
-			checked++
-		}
-		t.Logf("%d expressions answered with numbers; %d over routing's families answered without error", checked, routing)
-
-		// Every rule is loaded and healthy.
-		resp, err := http.Get(classic + "/api/v1/rules")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var rules struct {
-			Data struct {
-				Groups []struct {
-					Rules []struct {
-						Name      string `json:"name"`
-						Health    string `json:"health"`
-						LastError string `json:"lastError"`
-					} `json:"rules"`
-				} `json:"groups"`
-			} `json:"data"`
-		}
-		json.NewDecoder(resp.Body).Decode(&rules)
-		n := 0
-		for _, g := range rules.Data.Groups {
-			for _, r := range g.Rules {
-				n++
-				if r.Health != "ok" {
-					t.Errorf("rule %s: health %s %s", r.Name, r.Health, r.LastError)
-				}
-			}
-		}
-		if n != 30 {
-			t.Errorf("Prometheus loaded %d rules, want 30 (24 recording, 6 alerting)", n)
-		}
-		// Streaming and non-streaming are told apart.
-		if r := promInstant(t, classic, `count by (stream) (ttfx_requests_total)`); len(r.values) != 2 {
-			t.Errorf("stream label values: %v, want true and false", r.values)
-		}
-	})
+	// The dashboard and the rules must work on a Prometheus that reads the
+	// classic buckets and on one that reads the native histograms (which
+	// Prometheus 2.42 does instead of the classic buckets once the feature
+	// is on).
+	for _, p := range []struct{ name, base string }{{"classic buckets", classic}, {"native histograms", native}} {
+		t.Run("every expression answers/"+p.name, func(t *testing.T) { walkDeploy(t, p.base) })
+	}
 
 	t.Run("native histograms agree with the records", func(t *testing.T) {
 		recs := waitRecords(t, g.srv, spreadIDs)
@@ -522,9 +466,14 @@ scrape_configs:
 			}
 		}
 		// The classic buckets are still served beside them.
-		if r := promInstant(t, classic, `sum(`+strings.Replace(sel, "{", "_bucket{", 1)+`)`); !r.hasNumber() {
+		classicSel := `sum(` + strings.Replace(sel, "{", "_bucket{", 1) + `)`
+		if r := promInstant(t, classic, classicSel); !r.hasNumber() {
 			t.Errorf("classic buckets missing: %+v", r)
 		}
+		// What a Prometheus with the feature on keeps of them depends on
+		// its version (scrape_classic_histograms, 2.45+): logged, for the
+		// README's advice.
+		t.Logf("classic buckets in the native-histogram Prometheus: %d samples", len(promInstant(t, native, classicSel).values))
 	})
 }
 
@@ -569,5 +518,74 @@ c:d > 0.05`, []string{`a:b{stream="true"}`, `c:d`}},
 		if fmt.Sprint(got) != fmt.Sprint(c.want) {
 			t.Errorf("alertSignals(%q) = %q, want %q", c.in, got, c.want)
 		}
+	}
+}
+
+// walkDeploy evaluates every PromQL expression of the Grafana dashboard and
+// the rule files on the Prometheus at prom: each answers without error and
+// with at least one number (routing's families: without error only), and
+// every rule is loaded and healthy.
+func walkDeploy(t *testing.T, prom string) {
+	qs := append(dashboardQueries(t), ruleQueries(t)...)
+	if len(qs) < 60 {
+		t.Fatalf("only %d expressions found in deploy/", len(qs))
+	}
+	checked, routing := 0, 0
+	for _, q := range qs {
+		r := promInstant(t, prom, q.expr)
+		if r.status != "success" {
+			t.Errorf("%s: %s\n  %s", q.where, r.err, q.expr)
+			continue
+		}
+		if fromRouting(q.expr) {
+			routing++
+			continue
+		}
+		exprs := q.signals
+		if exprs == nil {
+			exprs = []string{q.expr}
+		}
+		for _, e := range exprs {
+			if r := promInstant(t, prom, e); r.status != "success" || !r.hasNumber() {
+				t.Errorf("%s: no number (status %s %s, values %v)\n  %s", q.where, r.status, r.err, r.values, e)
+			}
+		}
+		checked++
+	}
+	t.Logf("%d expressions answered with numbers; %d over routing's families answered without error", checked, routing)
+
+	// Every rule is loaded and healthy.
+	resp, err := http.Get(prom + "/api/v1/rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rules struct {
+		Data struct {
+			Groups []struct {
+				Rules []struct {
+					Name      string `json:"name"`
+					Health    string `json:"health"`
+					LastError string `json:"lastError"`
+				} `json:"rules"`
+			} `json:"groups"`
+		} `json:"data"`
+	}
+	json.NewDecoder(resp.Body).Decode(&rules)
+	n := 0
+	for _, g := range rules.Data.Groups {
+		for _, r := range g.Rules {
+			n++
+			if r.Health != "ok" {
+				t.Errorf("rule %s: health %s %s", r.Name, r.Health, r.LastError)
+			}
+		}
+	}
+	if n != 30 {
+		t.Errorf("Prometheus loaded %d rules, want 30 (24 recording, 6 alerting)", n)
+	}
+	// Streaming and non-streaming are told apart.
+	if r := promInstant(t, prom, `count by (stream) (ttfx_requests_total)`); len(r.values) != 2 {
+		t.Errorf("stream label values: %v, want true and false", r.values)
 	}
 }

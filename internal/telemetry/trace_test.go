@@ -282,3 +282,65 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestExemplarsInPrometheus: a real Prometheus with exemplar storage on
+// scrapes a tracing gateway and keeps the trace id of a request as the
+// exemplar of its latency bucket — what links a Grafana panel to the trace.
+func TestExemplarsInPrometheus(t *testing.T) {
+	bin := prometheusBinary(t)
+	up := httptest.NewServer(sim.New(sim.Options{Profiles: testProfiles()}))
+	t.Cleanup(up.Close)
+	rcv := newReceiver(t)
+	t.Setenv("TTFX_TEST_CLIENT", "client-key-exemplar-test")
+	srv, _ := serveConfig(t, fmt.Sprintf(`
+store: sqlite:%s/ttfx.db
+keys:
+  - {name: app, role: client, key_env: TTFX_TEST_CLIENT}
+channels:
+  - {name: sim, protocol: openai, base_url: %s, models: ["*"]}
+telemetry: {otlp_endpoint: %s, interval: 1s}
+`, t.TempDir(), up.URL, rcv.url()), "127.0.0.1:0")
+	prom := startPrometheusConfig(t, bin, fmt.Sprintf(`
+scrape_configs:
+  - job_name: ttfx
+    scrape_interval: 1s
+    scrape_timeout: 1s
+    static_configs:
+      - targets: [%q]
+`, strings.TrimPrefix(srv.URL(), "http://")), "--enable-feature=exemplar-storage")
+	waitQuery(t, prom, `up{job="ttfx"}`, func(v float64) bool { return v == 1 })
+
+	const trace = "0af7651916cd43dd8448eb211c80319c"
+	g := &gateway{srv: srv, url: srv.URL(), client: "client-key-exemplar-test"}
+	req, _ := http.NewRequest("POST", g.url+"/v1/chat/completions",
+		strings.NewReader(`{"model":"quick","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer "+g.client)
+	req.Header.Set("traceparent", "00-"+trace+"-b7ad6b7169203331-01")
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		q := fmt.Sprintf("%s/api/v1/query_exemplars?query=%s&start=%d&end=%d", prom,
+			"ttfx_time_to_first_text_seconds_bucket", start.Add(-time.Minute).Unix(), time.Now().Add(time.Minute).Unix())
+		r, err := http.Get(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		if strings.Contains(string(b), `"trace_id":"`+trace+`"`) {
+			t.Logf("Prometheus keeps the exemplar: %.300s", b)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no exemplar of trace %s in Prometheus after 30 s: %s", trace, b)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
