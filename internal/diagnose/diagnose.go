@@ -208,8 +208,8 @@ var advice = map[string]Advice{
 		NotHelp: "changing the channel or the model: the upstream was not the slow part",
 	},
 	record.StatusTruncated: {
-		Symptom: "the stream closed without a terminal marker or finish reason",
-		Check:   "upstream crashes or proxies cutting long streams; closed is not succeeded",
+		Symptom: "the response ended unfinished: a stream closed without a terminal marker or finish reason, or a non-streaming body's JSON was cut short",
+		Check:   "upstream crashes or proxies cutting long responses; closed is not succeeded",
 	},
 	record.StatusIdleTimeout: {
 		Symptom: "the upstream stopped sending events mid-stream",
@@ -228,7 +228,7 @@ var advice = map[string]Advice{
 		Check:   "output length and generation speed; the total timeout setting",
 	},
 	record.StatusUpstreamStreamError: {
-		Symptom: "the upstream failed mid-stream (an error event or a broken connection)",
+		Symptom: "the upstream failed after it was sent the request: an error event or a broken connection mid-stream, a connection closed before any answer, or a body that is not the API's response",
 		Check:   "the provider's status and the attempt's error",
 	},
 	record.StatusUpstreamHTTPError: {
