@@ -52,7 +52,10 @@ func waitStatus(t *testing.T, key string, want int, urls ...string) time.Duratio
 			if time.Since(start) > 10*time.Second {
 				t.Fatalf("%s: %d after 10 s, want %d", u, resp.StatusCode, want)
 			}
-			time.Sleep(50 * time.Millisecond)
+			// Not faster: a key not yet known fails authentication, and
+			// more than 30 failures a minute from one address are
+			// answered 429 (the gateway's flood limit).
+			time.Sleep(250 * time.Millisecond)
 		}
 	}
 	return time.Since(start)

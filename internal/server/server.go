@@ -172,6 +172,12 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		return nil, err
 	}
 	rows, err := ks.ListKeys(ctx)
+	if errors.Is(err, store.ErrUnavailable) {
+		// The database is not there yet: the configuration's keys work
+		// now, the stored ones from the first poll that reaches it.
+		s.log.Warn("keys: the store cannot be read yet; serving with the configuration's keys until it can")
+		rows, err = nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}

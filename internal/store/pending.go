@@ -204,3 +204,30 @@ func (p *pendingStore) Close() error {
 	}
 	return nil
 }
+
+// ListKeys and ChangeKeys are the opened store's (KeyStore): until the
+// database is reached they fail with ErrUnavailable, and the gateway works
+// with its configuration's keys, reading the stored ones when they come.
+func (p *pendingStore) ListKeys(ctx context.Context) ([]KeyRow, error) {
+	s, err := p.store()
+	if err != nil {
+		return nil, err
+	}
+	ks, ok := s.(KeyStore)
+	if !ok {
+		return nil, fmt.Errorf("the %s store keeps no keys", s.Engine())
+	}
+	return ks.ListKeys(ctx)
+}
+
+func (p *pendingStore) ChangeKeys(ctx context.Context, c KeyChange) (KeyResult, error) {
+	s, err := p.store()
+	if err != nil {
+		return KeyResult{}, err
+	}
+	ks, ok := s.(KeyStore)
+	if !ok {
+		return KeyResult{}, fmt.Errorf("the %s store keeps no keys", s.Engine())
+	}
+	return ks.ChangeKeys(ctx, c)
+}
