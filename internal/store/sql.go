@@ -507,8 +507,10 @@ func storedIDs(ctx context.Context, tx *sql.Tx, recs []record.Record, seen map[s
 		ts := recs[i].Timestamp.UnixNano()
 		lo, hi = min(lo, ts), max(hi, ts)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT request_id FROM requests WHERE request_id = ANY($1)
-		AND timestamp_ns >= $2 AND timestamp_ns <= $3`, ids, lo-dayNs, hi+dayNs)
+	// One primary-key probe per id in each day's partition (a scan of
+	// the time index over two days would read every record of them).
+	rows, err := tx.QueryContext(ctx, `SELECT r.request_id FROM unnest($1::text[]) AS x(id)
+		JOIN requests r ON r.request_id = x.id AND r.timestamp_ns >= $2 AND r.timestamp_ns <= $3`, ids, lo-dayNs, hi+dayNs)
 	if err != nil {
 		return fmt.Errorf("insert: stored ids: %w", err)
 	}
