@@ -626,3 +626,30 @@ func TestHedgeHoldBound(t *testing.T) {
 		t.Errorf("hedges %d, other channel requests %d", s, len(infos.all()))
 	}
 }
+
+// TestEjectionOnResets: a channel that resets every connection before any
+// output is ejected after N such failures like one that refuses them.
+func TestEjectionOnResets(t *testing.T) {
+	resets, _ := upstream(t, map[string]sim.Profile{"m": {HeadersMs: 2, TextMs: sim.Ms(5), VisibleTokens: 5, TPS: 500, Fault: "reset_after:0"}})
+	good, _ := upstream(t, map[string]sim.Profile{"m": {HeadersMs: 2, TextMs: sim.Ms(5), VisibleTokens: 5, TPS: 500}})
+	rt := &route.Route{Models: []string{"m"}, Eject: &route.EjectPolicy{ConsecutiveFailures: 2, Base: time.Minute, Max: time.Hour}}
+	g := channel("good", "anthropic", good.URL, fastTimeouts)
+	g.Priority = 1
+	gw, recs, router := routedGateway(t, []*route.Route{rt}, channel("resets", "anthropic", resets.URL, fastTimeouts), g)
+	c := call{api: "anthropic", model: "m", stream: true}
+	for i := range 2 {
+		rec := one(t, gw, recs, c)
+		if rec.Attempts[0].Channel != "resets" || rec.Attempts[0].Status == record.StatusOK {
+			t.Fatalf("request %d: attempts %+v", i, rec.Attempts)
+		}
+	}
+	rec := one(t, gw, recs, c)
+	if rec.Status != record.StatusOK || rec.Channel != "good" || !slices.Equal(rec.SkippedEjected, []string{"resets"}) {
+		t.Fatalf("after two resets: status %s channel %s skipped %v", rec.Status, rec.Channel, rec.SkippedEjected)
+	}
+	for _, e := range router.Ejections() {
+		if e.Channel == "resets" && (!e.Ejected || e.Ejections != 1) {
+			t.Errorf("resets: %+v", e)
+		}
+	}
+}
