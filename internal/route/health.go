@@ -119,13 +119,15 @@ type Health struct {
 	// the low byte.
 	attempts samples
 
-	// Ejection: ejected is the lock-free fast path of Admit (false for
-	// nearly every request); mu guards the rest and is taken only when an
-	// attempt fails, when a success follows failures, and while the
-	// channel is ejected or probing.
+	// Ejection: ejected and untilA are the lock-free fast paths of admit
+	// (ejected is false for nearly every request; untilA skips an ejected
+	// channel until its back-off ends); mu guards the rest and is taken
+	// only when an attempt fails, when a success follows failures, and
+	// while the channel is due for or under a probe.
 	ejected    atomic.Bool
 	failStreak atomic.Int32 // consecutive ejectable failures, mirrored for the success path
 	ejections  atomic.Uint64
+	untilA     atomic.Int64 // until, for the lock-free check of admit
 
 	mu          sync.Mutex
 	state       ejectState
