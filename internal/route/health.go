@@ -233,6 +233,26 @@ func (h *Health) Observe(res Result) {
 	}
 }
 
+// Output records an attempt's first output as it happens (res.Kind is
+// KindOK): its headers and first-response samples, and a success for
+// ejection. Observe at the end of the attempt then counts it and adds its
+// first text; it must not repeat the samples given here.
+func (h *Health) Output(res Result) {
+	now := h.r.since()
+	at := uint32(now/time.Second) + 1
+	if res.Stream {
+		if res.HasHeaders {
+			h.lat[FieldHeaders].add(at, res.Headers)
+		}
+		if res.HasFirstResponse {
+			h.lat[FieldFirstResponse].add(at, res.FirstResponse)
+		}
+	}
+	if h.failStreak.Load() != 0 || h.ejected.Load() {
+		h.success(now)
+	}
+}
+
 // snapshot returns the recent stats, recomputing them when they are older
 // than snapshotEvery (or when wait is set and new attempts came in). One
 // caller computes; others meanwhile get the previous snapshot.
