@@ -118,7 +118,7 @@ func (x *exchange) race(plan *route.Plan) {
 		}
 		next++
 		ctx, cancel := context.WithCancelCause(x.r.Context())
-		a := &attempt{ch: ch, ctx: ctx, cancel: cancel}
+		a := &attempt{ch: ch, ctx: ctx, cancel: cancel, h: h}
 		a.unlink = context.AfterFunc(x.g.life, func() { cancel(errShutdown) })
 		a.after(x.tl.Start().Add(ch.Timeouts.Total).Sub(x.tl.Now()), errTotalTimeout)
 		if x.req.stream {
@@ -180,7 +180,7 @@ func (x *exchange) race(plan *route.Plan) {
 			rc.ended = true
 			rc.h.Release()
 			x.recordRacer(rc, rc.herr.Status, rc.herr.Msg, record.OutcomeFailed)
-			x.observe(rc.h, rc.ti, len(x.attempts)-1, false)
+			x.observe(rc.h, rc.a, len(x.attempts)-1, false)
 			if rc.role == record.RoleHedge {
 				plan.HedgeDone(false)
 			}
@@ -245,7 +245,7 @@ func (x *exchange) race(plan *route.Plan) {
 	x.serveResponse(a, false)
 	a.stop()
 	winner.h.Release()
-	x.observe(winner.h, winner.ti, len(x.attempts)-1, true)
+	x.observe(winner.h, winner.a, len(x.attempts)-1, true)
 }
 
 // recordLoser records a racer cancelled because winner reached first
@@ -254,7 +254,7 @@ func (x *exchange) recordLoser(rc, winner *racer) {
 	if rc.herr != nil && !errors.Is(context.Cause(rc.a.ctx), errHedgeLost) {
 		// It had failed on its own before the cancel reached it.
 		x.recordRacer(rc, rc.herr.Status, rc.herr.Msg, record.OutcomeFailed)
-		x.observe(rc.h, rc.ti, len(x.attempts)-1, false)
+		x.observe(rc.h, rc.a, len(x.attempts)-1, false)
 		return
 	}
 	x.recordRacer(rc, record.StatusClientCancelled,

@@ -8,16 +8,16 @@ import (
 	"github.com/ttfx/ttfx/internal/timeline"
 )
 
-// observe tells the channel's health how record attempt ai (timeline
-// attempt ti) ended. relayed marks the attempt whose stream the request's
+// observe tells the channel's health how record attempt ai (of attempt a)
+// ended. relayed marks the attempt whose stream the request's
 // marks come from: only its first visible text is known.
-func (x *exchange) observe(h *route.Health, ti, ai int, relayed bool) {
+func (x *exchange) observe(h *route.Health, a *attempt, ai int, relayed bool) {
 	if ai < 0 || ai >= len(x.attempts) {
 		return
 	}
 	at := x.attempts[ai]
 	res := route.Result{Kind: healthKind(at), Stream: x.req.stream}
-	if ti >= 0 {
+	if ti := a.index; ti >= 0 {
 		m := x.tl.Attempts()[ti]
 		if !m.Headers.IsZero() {
 			res.Headers, res.HasHeaders = m.Headers.Sub(m.Start), true
@@ -25,6 +25,10 @@ func (x *exchange) observe(h *route.Health, ti, ai int, relayed bool) {
 		start, _ := at.UpstreamStartMs.Get()
 		if t4, ok := at.FirstResponseAtMs.Get(); ok {
 			res.FirstResponse, res.HasFirstResponse = t4-start, true
+		}
+		if a.early {
+			// Told at t4 already (outputReached).
+			res.HasHeaders, res.HasFirstResponse = false, false
 		}
 		if relayed {
 			if t5, ok := x.tl.Since(timeline.T5).Get(); ok {
@@ -83,4 +87,21 @@ func censored(start, now time.Time) route.Result {
 	d := now.Sub(start)
 	return route.Result{Kind: route.KindCancelled, Stream: true, Censored: true,
 		FirstResponse: d, HasFirstResponse: true, FirstText: d, HasFirstText: true}
+}
+
+// outputReached tells the channel's health, at t4, how long the attempt
+// took to its headers and its first output, without waiting for the end
+// of a stream that may run for minutes: the latency strategy and a probe
+// after an ejection learn of it at once. Once per attempt, not per event.
+func (x *exchange) outputReached(a *attempt, at time.Time) {
+	if a.h == nil || a.index < 0 {
+		return
+	}
+	m := x.tl.Attempts()[a.index]
+	res := route.Result{Kind: route.KindOK, Stream: x.req.stream, FirstResponse: at.Sub(m.Start), HasFirstResponse: true}
+	if !m.Headers.IsZero() {
+		res.Headers, res.HasHeaders = m.Headers.Sub(m.Start), true
+	}
+	a.h.Output(res)
+	a.early = true
 }

@@ -121,8 +121,11 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 			x.tl.MarkAt(timeline.T3, now)
 		}
 		if res.Effective {
-			if x.tl.MarkAt(timeline.T4, now) && a.firstOutput != nil {
-				a.firstOutput.Stop()
+			if x.tl.MarkAt(timeline.T4, now) {
+				if a.firstOutput != nil {
+					a.firstOutput.Stop()
+				}
+				x.outputReached(a, now)
 			}
 			x.tl.Content(now)
 		}

@@ -45,9 +45,13 @@ type attempt struct {
 	firstOutput *time.Timer // stopped at t4 (or the first bytes of a non-SSE stream)
 	// A hedged attempt arrives at the relay with its stream already read
 	// up to t4: its reader, classifier and the pieces it held back.
-	rd     *sse.Reader
-	st     *protocol.Stream
-	held   []heldPiece
+	rd   *sse.Reader
+	st   *protocol.Stream
+	held []heldPiece
+	// h is the channel's health for the request's model; early is set once
+	// it was told of the attempt's first output (outputReached).
+	h      *route.Health
+	early  bool
 	unlink func() bool // detaches the attempt from the gateway's shutdown
 }
 
@@ -197,6 +201,7 @@ func (x *exchange) relay() {
 		}
 		x.useChannel(ch)
 		a, herr := x.start(ch)
+		a.h = h
 		if herr == nil {
 			// Headers arrived with a success status: relay it. No more
 			// fallback once the first byte reaches the client; before
@@ -204,14 +209,14 @@ func (x *exchange) relay() {
 			retry := x.serveResponse(a, n < len(cands)-1)
 			a.stop()
 			h.Release()
-			x.observe(h, a.index, len(x.attempts)-1, !retry)
+			x.observe(h, a, len(x.attempts)-1, !retry)
 			if !retry {
 				return
 			}
 			continue
 		}
 		h.Release()
-		x.observe(h, a.index, len(x.attempts)-1, false)
+		x.observe(h, a, len(x.attempts)-1, false)
 		last = herr
 		lastResp, lastBody = nil, nil
 		if a.resp != nil {

@@ -28,6 +28,11 @@ func (h *Health) admit(now time.Duration) (ok, probe bool) {
 	if !h.ejected.Load() {
 		return true, false
 	}
+	if now < time.Duration(h.untilA.Load()) {
+		// Ejected and not yet due: skipped without the lock, so that
+		// the requests of an ejected channel do not queue on it.
+		return false, false
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch h.state {
@@ -83,6 +88,7 @@ func (h *Health) ejectLocked(now time.Duration, e *EjectPolicy) {
 	h.multiplier++
 	h.state = stateEjected
 	h.until = now + min(time.Duration(h.multiplier)*e.Base, e.Max)
+	h.untilA.Store(int64(h.until))
 	h.ejected.Store(true)
 	h.ejections.Add(1)
 	h.failStreak.Store(0)
@@ -111,6 +117,7 @@ func (h *Health) neutral() {
 	defer h.mu.Unlock()
 	if h.state == stateProbing {
 		h.state, h.until = stateEjected, 0
+		h.untilA.Store(0)
 	}
 }
 

@@ -119,13 +119,15 @@ type Health struct {
 	// the low byte.
 	attempts samples
 
-	// Ejection: ejected is the lock-free fast path of Admit (false for
-	// nearly every request); mu guards the rest and is taken only when an
-	// attempt fails, when a success follows failures, and while the
-	// channel is ejected or probing.
+	// Ejection: ejected and untilA are the lock-free fast paths of admit
+	// (ejected is false for nearly every request; untilA skips an ejected
+	// channel until its back-off ends); mu guards the rest and is taken
+	// only when an attempt fails, when a success follows failures, and
+	// while the channel is due for or under a probe.
 	ejected    atomic.Bool
 	failStreak atomic.Int32 // consecutive ejectable failures, mirrored for the success path
 	ejections  atomic.Uint64
+	untilA     atomic.Int64 // until, for the lock-free check of admit
 
 	mu          sync.Mutex
 	state       ejectState
@@ -228,6 +230,26 @@ func (h *Health) Observe(res Result) {
 		if h.failStreak.Load() != 0 || h.ejected.Load() {
 			h.success(now)
 		}
+	}
+}
+
+// Output records an attempt's first output as it happens (res.Kind is
+// KindOK): its headers and first-response samples, and a success for
+// ejection. Observe at the end of the attempt then counts it and adds its
+// first text; it must not repeat the samples given here.
+func (h *Health) Output(res Result) {
+	now := h.r.since()
+	at := uint32(now/time.Second) + 1
+	if res.Stream {
+		if res.HasHeaders {
+			h.lat[FieldHeaders].add(at, res.Headers)
+		}
+		if res.HasFirstResponse {
+			h.lat[FieldFirstResponse].add(at, res.FirstResponse)
+		}
+	}
+	if h.failStreak.Load() != 0 || h.ejected.Load() {
+		h.success(now)
 	}
 }
 

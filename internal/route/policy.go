@@ -219,8 +219,9 @@ func (p *Plan) HedgeDone(won bool) {
 	}
 }
 
-// order sorts cs by the route's strategy. It runs under r.mu (the random
-// source).
+// order sorts cs by the route's strategy. The random source is locked only
+// for the draws: the latency ranks (which may compute a snapshot) are read
+// outside it.
 func (r *Router) order(rt *Route, model string, cs []*Channel) (explored bool) {
 	strategy := StrategyPriority
 	if rt != nil {
@@ -261,8 +262,15 @@ func (r *Router) order(rt *Route, model string, cs []*Channel) (explored bool) {
 		for i := range rs {
 			cs[i] = rs[i].c
 		}
-		if len(cs) > 1 && rt.Latency.Explore > 0 && r.rnd.Float64() < rt.Latency.Explore {
-			k := 1 + r.rnd.IntN(len(cs)-1)
+		k := 0
+		if len(cs) > 1 && rt.Latency.Explore > 0 {
+			r.mu.Lock()
+			if r.rnd.Float64() < rt.Latency.Explore {
+				k = 1 + r.rnd.IntN(len(cs)-1)
+			}
+			r.mu.Unlock()
+		}
+		if k > 0 {
 			c := cs[k]
 			copy(cs[1:k+1], cs[:k])
 			cs[0] = c

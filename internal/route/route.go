@@ -187,8 +187,6 @@ func (r *Router) RouteFor(model string) *Route {
 // one of weight 1. It ignores routes and health (Plan does not).
 func (r *Router) Candidates(protocol, model, group string) []*Channel {
 	out := r.serving(protocol, model, group)
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.byPriority(out)
 	return out
 }
@@ -220,9 +218,7 @@ func (r *Router) Plan(protocol, model, group string) Plan {
 	if len(cs) == 0 {
 		return p
 	}
-	r.mu.Lock()
 	p.Explored = r.order(rt, model, cs)
-	r.mu.Unlock()
 	if p.Explored {
 		rt.explored.Add(1)
 	}
@@ -296,6 +292,11 @@ func modelKey(model string) string {
 
 // shuffleWeighted orders cs by repeated weighted draws.
 func (r *Router) shuffleWeighted(cs []*Channel) {
+	if len(cs) < 2 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for k := 0; k < len(cs)-1; k++ {
 		total := 0
 		for _, c := range cs[k:] {
