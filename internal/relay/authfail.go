@@ -37,9 +37,10 @@ const maxFailSources = 1 << 14
 type authFailures struct {
 	max   int
 	total atomic.Uint64 // every failed authentication
-	// mu guards sources.
+	// mu guards sources and pruned.
 	mu      sync.Mutex
 	sources map[string]*failWindow
+	pruned  int64 // the Unix minute of the last prune: one walk of a full table a minute
 }
 
 // failWindow is one source's failures in its current minute.
@@ -72,7 +73,8 @@ func (a *authFailures) fail(source string, now time.Time) failVerdict {
 	defer a.mu.Unlock()
 	w := a.sources[source]
 	if w == nil {
-		if len(a.sources) >= maxFailSources {
+		if len(a.sources) >= maxFailSources && a.pruned != minute {
+			a.pruned = minute
 			a.prune(minute)
 		}
 		if len(a.sources) >= maxFailSources {

@@ -18,6 +18,8 @@ func FuzzParseRequest(f *testing.F) {
 		`{"model":"m","stream":"yes"}`,
 		`{"model":"m","metadata":{"user_id":"x"}}`,
 		`{"contents":[]}`, `[]`, `{`, ``, `{"model":1}`,
+		`{"model":"a","Model":"b"}`, `{"stream_options":{"include_usage":true,"INCLUDE_USAGE":false},"model":"m"}`,
+		`{"model":"\u0000"}`, `{"metadata":{"user_id":"a","user_id":"b"},"model":"m"}`,
 	} {
 		f.Add([]byte(s), uint8(0))
 	}

@@ -85,9 +85,9 @@ func firstText(ctx context.Context, base, key string) (time.Duration, error) {
 	return got, nil
 }
 
-// p99FirstText relays n streams, conc at a time, and returns the p99 and
-// p50 of their time to first text.
-func p99FirstText(t *testing.T, base, key string, n, conc int) (p99, p50 time.Duration) {
+// firstTexts relays n streams, conc at a time, and returns their times to
+// first text.
+func firstTexts(t *testing.T, base, key string, n, conc int) []time.Duration {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -110,11 +110,16 @@ func p99FirstText(t *testing.T, base, key string, n, conc int) (p99, p50 time.Du
 		})
 	}
 	wg.Wait()
-	slices.Sort(d)
 	if len(d) == 0 {
 		t.Fatal("no stream measured")
 	}
-	return d[(len(d)*99+99)/100-1], d[len(d)/2]
+	return d
+}
+
+// pct returns the q-th percentile (nearest rank) of d, which it sorts.
+func pct(d []time.Duration, q int) time.Duration {
+	slices.Sort(d)
+	return d[(len(d)*q+99)/100-1]
 }
 
 // TestRelayLatencyUnderHeavyReads: the heaviest reads (summaries and lists
@@ -176,13 +181,12 @@ channels:
 		t.Logf("%s: %d in %v", p, code, took)
 	}
 
-	const n, conc = 160, 4
-	p99FirstText(t, srv.URL(), client, 20, conc) // warm up
-	idle99, idle50 := p99FirstText(t, srv.URL(), client, n, conc)
-
-	stop := make(chan struct{})
+	// Alone and beside the reads in turns, so that what the rest of the
+	// machine does falls on both sides alike.
+	const rounds, n, conc = 3, 80, 4
+	firstTexts(t, srv.URL(), client, 20, conc) // warm up
+	var alone, beside []time.Duration
 	var reads, refused atomic.Int64
-	var wg sync.WaitGroup
 	// The heap while the reads run: none may hold memory in proportion
 	// to the records it covers (60,000 records held as records would be
 	// some 90 MB).
@@ -190,46 +194,53 @@ channels:
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	heapIdle, heapPeak := ms.HeapInuse, ms.HeapInuse
-	wg.Go(func() {
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				var ms runtime.MemStats
-				runtime.ReadMemStats(&ms)
-				heapPeak = max(heapPeak, ms.HeapInuse)
-			}
-		}
-	})
-	for _, p := range heavy {
+	for range rounds {
+		alone = append(alone, firstTexts(t, srv.URL(), client, n, conc)...)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
 		wg.Go(func() {
+			tick := time.NewTicker(20 * time.Millisecond)
+			defer tick.Stop()
 			for {
 				select {
 				case <-stop:
 					return
-				default:
-				}
-				code, _ := getJSON(t, srv.URL(), p, admin, nil)
-				switch code {
-				case 200:
-					reads.Add(1)
-				case 503:
-					refused.Add(1)
-					time.Sleep(100 * time.Millisecond)
-				default:
-					t.Errorf("%s: %d", p, code)
-					return
+				case <-tick.C:
+					var ms runtime.MemStats
+					runtime.ReadMemStats(&ms)
+					heapPeak = max(heapPeak, ms.HeapInuse)
 				}
 			}
 		})
+		for _, p := range heavy {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					code, _ := getJSON(t, srv.URL(), p, admin, nil)
+					switch code {
+					case 200:
+						reads.Add(1)
+					case 503:
+						refused.Add(1)
+						time.Sleep(100 * time.Millisecond)
+					default:
+						t.Errorf("%s: %d", p, code)
+						return
+					}
+				}
+			})
+		}
+		time.Sleep(300 * time.Millisecond) // the reads under way
+		beside = append(beside, firstTexts(t, srv.URL(), client, n, conc)...)
+		close(stop)
+		wg.Wait()
 	}
-	time.Sleep(300 * time.Millisecond) // the reads under way
-	load99, load50 := p99FirstText(t, srv.URL(), client, n, conc)
-	close(stop)
-	wg.Wait()
+	idle50, idle99 := pct(alone, 50), pct(alone, 99)
+	load50, load99 := pct(beside, 50), pct(beside, 99)
 
 	t.Logf("first text p50/p99: %v / %v alone, %v / %v beside four heavy reads (%d answered, %d refused busy meanwhile)",
 		idle50.Round(time.Millisecond), idle99.Round(time.Millisecond), load50.Round(time.Millisecond), load99.Round(time.Millisecond),
@@ -245,12 +256,15 @@ channels:
 	}
 	// Relative to what it measures: the relay's own latency alone, with
 	// room for a loaded two-core machine, not a fixed number of
-	// milliseconds. Measured there (load average 18, four heavy reads in
-	// the same process as the relay, the simulator and this client):
-	// p50/p99 122/153 ms alone, 138/295 ms beside the reads with the
-	// budget (one read at a time), 358/618 ms without it (eight).
-	if limit := idle99*5/2 + 25*time.Millisecond; load99 > limit {
-		t.Errorf("relayed first-text p99 %v beside heavy reads, over %v (2.5 × %v alone + 25 ms)", load99, limit, idle99)
+	// milliseconds. Measured there (load average 17–20, the heavy reads
+	// in the same process as the relay, the simulator and this client),
+	// p50/p99 alone → beside the reads: with the budget (one read at a
+	// time) 121/150 → 137/346 ms and 122/153 → 138/295 ms; without it
+	// (eight at a time) 121/141 → 358/618 ms and 121/174 → 343/842 ms. The tail is the machine's
+	// as much as the reads'; the median says whether the relay kept its
+	// cores.
+	if limit := idle99*3 + 50*time.Millisecond; load99 > limit {
+		t.Errorf("relayed first-text p99 %v beside heavy reads, over %v (3 × %v alone + 50 ms)", load99, limit, idle99)
 	}
 	if limit := idle50*3/2 + 10*time.Millisecond; load50 > limit {
 		t.Errorf("relayed first-text p50 %v beside heavy reads, over %v (1.5 × %v alone + 10 ms)", load50, limit, idle50)

@@ -119,6 +119,7 @@ log: {level: error}
 			open: open.Load(), done: done.Load(), failures: failures.Load()}
 	}
 	idle := take(time.Now())
+	loadAtStart := loadAvg()
 
 	b.ResetTimer()
 	start := time.Now()
@@ -172,15 +173,18 @@ log: {level: error}
 	time.Sleep(2 * time.Second) // idle connections close on the gateway's side
 	after := take(start)
 
-	b.Logf("load average at the start: %s", loadAvg())
-	b.Logf("%8s %8s %10s %6s %8s %9s %8s", "t", "rss_MB", "goroutines", "fds", "streams", "completed", "failed")
-	b.Logf("%8s %8.1f %10d %6d %8d %9d %8d", "idle", idle.rssMB, idle.goroutines, idle.fds, 0, 0, 0)
+	// On stdout: a benchmark's log is cut after a few lines without -v.
+	var tb strings.Builder
+	fmt.Fprintf(&tb, "load average at the start: %s\n", loadAtStart)
+	fmt.Fprintf(&tb, "%8s %8s %10s %6s %8s %9s %8s\n", "t", "rss_MB", "goroutines", "fds", "streams", "completed", "failed")
+	fmt.Fprintf(&tb, "%8s %8.1f %10d %6d %8d %9d %8d\n", "idle", idle.rssMB, idle.goroutines, idle.fds, 0, 0, 0)
 	for _, s := range samples {
-		b.Logf("%8v %8.1f %10d %6d %8d %9d %8d", s.at.Round(time.Second), s.rssMB, s.goroutines, s.fds, s.open, s.done, s.failures)
+		fmt.Fprintf(&tb, "%8v %8.1f %10d %6d %8d %9d %8d\n", s.at.Round(time.Second), s.rssMB, s.goroutines, s.fds, s.open, s.done, s.failures)
 	}
-	b.Logf("%8s %8.1f %10d %6d %8d %9d %8d", "after", after.rssMB, after.goroutines, after.fds, after.open, after.done, after.failures)
+	fmt.Fprintf(&tb, "%8s %8.1f %10d %6d %8d %9d %8d\n", "after", after.rssMB, after.goroutines, after.fds, after.open, after.done, after.failures)
 	w := h.Store.Writer
-	b.Logf("writer: written %d, queued %d, dropped %d, rejected %d", w.Written, w.Queued, w.Dropped, w.Rejected)
+	fmt.Fprintf(&tb, "writer: written %d, queued %d, dropped %d, rejected %d", w.Written, w.Queued, w.Dropped, w.Rejected)
+	fmt.Println(tb.String())
 
 	// Flat after warm-up: the last sample against the first past a third
 	// of the run.
