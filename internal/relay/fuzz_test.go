@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 )
 
@@ -18,6 +19,10 @@ func FuzzParseRequest(f *testing.F) {
 		`{"model":"m","stream":"yes"}`,
 		`{"model":"m","metadata":{"user_id":"x"}}`,
 		`{"contents":[]}`, `[]`, `{`, ``, `{"model":1}`,
+		`{"model":"m","stream":true,"stream_options":{}}`,
+		`{"model":"m","stream":true,"stream_options":{"x":1} , "n":2 }`,
+		`{"model":"m\u00e9","stream":true,"stream_options":{"include_usage":null,"y":[1]}}`,
+		`{"model":"m","stream":true,"stream_options":{},"stream_options":null}`,
 	} {
 		f.Add([]byte(s), uint8(0))
 	}
@@ -38,11 +43,39 @@ func FuzzParseRequest(f *testing.F) {
 			}
 			return
 		}
-		if cr.usageBody != nil && !json.Valid(cr.usageBody) {
-			t.Fatalf("rewritten body is not JSON: %q", cr.usageBody)
+		if ep.api == apiModels {
+			return
 		}
-		if ep.api != apiModels && ep.api != apiGemini && cr.model == "" {
-			t.Fatalf("accepted a body without a model: %q", body)
+		// What the one-pass scanner accepts, encoding/json reads the same.
+		var top map[string]json.RawMessage
+		if err := json.Unmarshal(body, &top); err != nil {
+			t.Fatalf("accepted a body encoding/json rejects (%v): %q", err, body)
+		}
+		if ep.api != apiGemini {
+			var model string
+			json.Unmarshal(top["model"], &model)
+			if cr.model == "" || cr.model != model {
+				t.Fatalf("model %q, encoding/json reads %q: %q", cr.model, model, body)
+			}
+		}
+		if cr.usageBody == nil {
+			return
+		}
+		// The rewrite adds stream_options.include_usage = true and changes
+		// nothing else.
+		var before, after map[string]any
+		if err := json.Unmarshal(cr.usageBody, &after); err != nil {
+			t.Fatalf("rewritten body is not JSON (%v): %q", err, cr.usageBody)
+		}
+		json.Unmarshal(body, &before)
+		opts, _ := before["stream_options"].(map[string]any)
+		if opts == nil {
+			opts = map[string]any{}
+		}
+		opts["include_usage"] = true
+		before["stream_options"] = opts
+		if !reflect.DeepEqual(before, after) {
+			t.Fatalf("rewrite of %q gave %q", body, cr.usageBody)
 		}
 	})
 }

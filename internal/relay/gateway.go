@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/textproto"
 	"os"
 	"strconv"
 	"strings"
@@ -77,7 +78,10 @@ type Gateway struct {
 	opts     Options
 	client   *http.Client
 	inflight atomic.Int64
-	log      *slog.Logger
+	// realClock is set when the marks are taken on time.Now, so that one
+	// reading serves both a mark and a write deadline.
+	realClock bool
+	log       *slog.Logger
 
 	// life ends when Abort is called: every upstream attempt still running
 	// is cancelled with errShutdown.
@@ -87,7 +91,8 @@ type Gateway struct {
 
 // New returns a gateway.
 func New(opts Options) *Gateway {
-	if opts.Now == nil {
+	realClock := opts.Now == nil
+	if realClock {
 		opts.Now = time.Now
 	}
 	if opts.Transport == nil {
@@ -109,7 +114,7 @@ func New(opts Options) *Gateway {
 	}
 	client := &http.Client{Transport: opts.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	life, abort := context.WithCancel(context.Background())
-	return &Gateway{opts: opts, client: client, log: opts.Logger, life: life, abort: abort}
+	return &Gateway{opts: opts, client: client, log: opts.Logger, life: life, abort: abort, realClock: realClock}
 }
 
 // Abort ends every request still relaying: its upstream is cancelled and
@@ -175,8 +180,10 @@ type exchange struct {
 func (x *exchange) serve() {
 	g := x.g
 	x.proto = x.ep.proto
+	h := x.w.Header()
+	id := requestID(h)
 	x.rec = record.Record{
-		RequestID: NewRequestID(),
+		RequestID: id,
 		Timestamp: x.tl.Start().UTC(),
 		API:       x.ep.api,
 		Route:     x.ep.pattern,
@@ -185,7 +192,6 @@ func (x *exchange) serve() {
 	}
 	x.rec.Inflight.Gateway = int(g.inflight.Add(1))
 	defer g.inflight.Add(-1)
-	x.w.Header().Set("X-Request-Id", x.rec.RequestID)
 	if x.ep.api == apiModels && x.r.Header.Get("Anthropic-Version") != "" {
 		// Anthropic's GET /v1/models shares OpenAI's path; its clients
 		// always send anthropic-version.
@@ -288,6 +294,11 @@ func (x *exchange) fail(e *HTTPError) {
 
 // finish takes t7 and hands the record on.
 func (x *exchange) finish() {
+	if x.committed {
+		// Headers that went out with a whole answer (an error, a body)
+		// reach the client when the handler returns.
+		x.tl.MarkHeadersSent()
+	}
 	x.tl.Mark(timeline.T7)
 	x.rec.Fields = x.tl.Fields()
 	x.rec.Attempts = x.attempts
@@ -295,6 +306,18 @@ func (x *exchange) finish() {
 		x.g.opts.Diagnose(&x.rec)
 	}
 	x.g.opts.Recorder.Record(x.rec)
+}
+
+// requestID returns the id the server's middleware already put on the
+// response (server.withRequestID gives every response one), or a new one
+// set on h: one id per request, drawn once.
+func requestID(h http.Header) string {
+	if v := h["X-Request-Id"]; len(v) == 1 && len(v[0]) == len("req_")+20 && strings.HasPrefix(v[0], "req_") {
+		return v[0]
+	}
+	id := NewRequestID()
+	h["X-Request-Id"] = []string{id}
+	return id
 }
 
 var idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
@@ -309,26 +332,39 @@ func NewRequestID() string {
 // copyHeaders copies upstream response headers the client should see.
 // Hop-by-hop headers, cookies, lengths of streams and the upstream's own
 // request id (kept as X-Upstream-Request-Id) are not copied as they are.
+//
+// The value slices are shared, not copied: src is the upstream response's
+// header, which nothing reads or changes after this (issue 15: a copy per
+// header per request was work done twice).
 func copyHeaders(dst, src http.Header, stream bool) {
 	for k, vs := range src {
-		switch strings.ToLower(k) {
-		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te", "trailer",
-			"set-cookie", "alt-svc", "x-request-id":
+		// The transport's keys are canonical already (then this does not
+		// allocate); a key that is not is compared canonical all the same.
+		switch textproto.CanonicalMIMEHeaderKey(k) {
+		case "Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "Te", "Trailer",
+			"Set-Cookie", "Alt-Svc", "X-Request-Id":
 			continue
-		case "content-length":
+		case "Content-Length":
 			if stream {
 				continue
 			}
 		}
-		dst[k] = append([]string(nil), vs...)
+		dst[k] = vs
 	}
-	if id := src.Get("X-Request-Id"); id != "" {
-		dst.Set("X-Upstream-Request-Id", id)
+	if id := src["X-Request-Id"]; len(id) > 0 && id[0] != "" {
+		dst["X-Upstream-Request-Id"] = id[:1:1]
 	}
 }
 
+// Header values the relay sets on every stream. net/http only reads them;
+// a later Add appends to a copy (their capacity is their length).
+var (
+	noCache = []string{"no-cache"}
+	no      = []string{"no"}
+)
+
 // sseHeaders sets what keeps intermediaries from buffering an event stream.
 func sseHeaders(h http.Header) {
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
+	h["Cache-Control"] = noCache
+	h["X-Accel-Buffering"] = no
 }

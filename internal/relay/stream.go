@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ttfx/ttfx/internal/protocol"
 	"github.com/ttfx/ttfx/internal/record"
@@ -64,15 +65,22 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 	// reader waits for upstream bytes: events that arrived in one read go
 	// out in one flush (one syscall, one chunk), and none waits for the next.
 	started, dirty, textPending := false, false, false
+	// wall is the latest wall-clock reading, for the write deadline: the
+	// piece's arrival time when the timeline runs on the real clock (one
+	// reading per piece serves the mark, the write and the flush).
+	var wall time.Time
 	flush := func() {
 		if dirty && writeErr == nil {
 			dirty = false
-			wd.extend()
+			wd.extendAt(wall)
 			if err := rc.Flush(); err != nil {
 				writeErr = err
-			} else if textPending {
-				textPending = false
-				x.tl.MarkTextSent()
+			} else {
+				x.tl.MarkHeadersSent()
+				if textPending {
+					textPending = false
+					x.tl.MarkTextSent()
+				}
 			}
 		}
 		if started {
@@ -80,6 +88,16 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 		}
 	}
 	rd.OnWait(flush)
+	if !canRetry {
+		// No fallback can follow: the client gets the headers now, at t2,
+		// as it would directly, not with the first event (issue 15). Where
+		// another channel may still take over, they are held until the
+		// first piece, so that nothing has reached the client if it does.
+		x.commit(a, true)
+		wall = time.Now()
+		dirty = true
+		flush()
+	}
 	for writeErr == nil {
 		p, err := rd.Next()
 		if err != nil {
@@ -89,6 +107,10 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 			break
 		}
 		now := x.tl.Now()
+		wall = now
+		if !x.g.realClock {
+			wall = time.Now()
+		}
 		started = true
 		idle.arrived()
 		res := st.Piece(p)
@@ -118,7 +140,7 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 		if !x.committed {
 			x.commit(a, true)
 		}
-		wd.extend()
+		wd.extendAt(wall)
 		if _, err := x.w.Write(raw); err != nil {
 			writeErr = err
 			break
@@ -137,7 +159,7 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 	case readErr != nil:
 		fail = x.classifyError(a, readErr, "stream")
 		tryNext = retryable(fail)
-	case !x.committed:
+	case !started:
 		// 200 and an empty stream: a broken upstream, worth another channel.
 		fail = &HTTPError{Code: http.StatusBadGateway, Type: "api_error", Msg: "upstream ended the stream before sending anything", Status: record.StatusUpstreamStreamError}
 		tryNext = true
@@ -291,8 +313,8 @@ func (x *exchange) relayBody(a *attempt, streamed bool) {
 				writeErr = werr
 				break
 			}
-			if streamed {
-				rc.Flush()
+			if streamed && rc.Flush() == nil {
+				x.tl.MarkHeadersSent()
 			}
 		}
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -125,11 +126,14 @@ type writeDeadline struct {
 	off   bool // the ResponseWriter cannot set deadlines
 }
 
-func (d *writeDeadline) extend() {
+func (d *writeDeadline) extend() { d.extendAt(time.Now()) }
+
+// extendAt is extend with a wall-clock reading the caller already has (the
+// relay takes one per piece, not one per write and flush).
+func (d *writeDeadline) extendAt(now time.Time) {
 	if d.off || d.limit <= 0 {
 		return
 	}
-	now := time.Now()
 	if now.Add(d.limit / 2).Before(d.until) {
 		return
 	}
@@ -382,7 +386,8 @@ func (x *exchange) readErrorBody(a *attempt) []byte {
 // the channel's own key. The client's key never goes upstream.
 func (x *exchange) upstreamRequest(ctx context.Context, a *attempt) (*http.Request, error) {
 	ch := a.ch
-	u := *ch.BaseURL
+	u := new(url.URL)
+	*u = *ch.BaseURL
 	path, query, _ := strings.Cut(x.req.upstreamURI, "?")
 	u.Path = joinPath(u.Path, path)
 	u.RawPath = ""
@@ -401,20 +406,24 @@ func (x *exchange) upstreamRequest(ctx context.Context, a *attempt) (*http.Reque
 	if x.ep.hasBody {
 		body = bytes.NewReader(payload)
 	}
-	req, err := http.NewRequestWithContext(ctx, x.r.Method, u.String(), body)
+	// The URL is built, not printed and parsed again: NewRequest gets an
+	// empty one and u replaces it (issue 15: the round trip through a
+	// string was work done twice on every request).
+	req, err := http.NewRequestWithContext(ctx, x.r.Method, "", body)
 	if err != nil {
 		return nil, err
 	}
+	req.URL, req.Host = u, u.Host
 	if x.ep.hasBody {
 		req.ContentLength = int64(len(payload))
 	}
 	for _, k := range forwardHeaders {
-		if v := x.r.Header.Values(k); len(v) > 0 {
+		if v := x.r.Header[k]; len(v) > 0 {
 			req.Header[k] = v
 		}
 	}
-	if x.ep.hasBody && req.Header.Get("Content-Type") == "" {
-		req.Header.Set("Content-Type", "application/json")
+	if x.ep.hasBody && len(req.Header["Content-Type"]) == 0 {
+		req.Header["Content-Type"] = applicationJSON
 	}
 	switch ch.Protocol {
 	case protoAnthropic:
@@ -445,6 +454,8 @@ func joinPath(base, path string) string {
 	}
 	return base + path
 }
+
+var applicationJSON = []string{"application/json"}
 
 // forwardHeaders are the client headers the upstream needs; everything else
 // (above all the client's own credentials) stays at the gateway.
