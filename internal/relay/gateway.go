@@ -173,8 +173,9 @@ type exchange struct {
 	attempts  []record.Attempt
 	committed bool // response headers or bytes reached the client: no more fallback
 	proto     string
-	scratch   []byte // reused for events the relay has to rewrite
-	abortConn bool   // close the connection after recording: the body was cut
+	scratch   []byte     // reused for events the relay has to rewrite
+	abortConn bool       // close the connection after recording: the body was cut
+	conn      *timedConn // the client connection, when the server times it (TimeConns)
 }
 
 func (x *exchange) serve() {
@@ -190,6 +191,7 @@ func (x *exchange) serve() {
 
 		SkippedEjected: []string{},
 	}
+	x.requestWait()
 	x.rec.Inflight.Gateway = int(g.inflight.Add(1))
 	defer g.inflight.Add(-1)
 	if x.ep.api == apiModels && x.r.Header.Get("Anthropic-Version") != "" {
@@ -210,6 +212,22 @@ func (x *exchange) serve() {
 		// did not get the whole answer.
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// requestWait records how long the request waited before t0, from its first
+// byte read on its connection (request_wait_ms; see TimeConns). A timeline
+// on an injected clock cannot be compared with the connection's real one:
+// the phase is then not recorded.
+func (x *exchange) requestWait() {
+	tc, start, ok := requestStart(x.r)
+	x.conn = tc
+	if tc != nil && !x.ep.hasBody {
+		tc.arm() // nothing more of this request to read
+	}
+	if !ok || !x.g.realClock {
+		return
+	}
+	x.tl.SetPhase(timeline.PhaseRequestWait, max(0, x.tl.Start().Sub(start)))
 }
 
 // prepare authenticates, reads the body and picks the channels' order.
@@ -258,6 +276,10 @@ func (x *exchange) prepare() *HTTPError {
 		}
 		if deadline {
 			rc.SetReadDeadline(time.Time{})
+		}
+		if x.conn != nil {
+			// Bytes read from here on are the next request's.
+			x.conn.arm()
 		}
 	}
 	req, herr := parseRequest(x.ep, x.r, body)

@@ -163,7 +163,7 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	if opts.Listen != "" {
 		addr = opts.Listen
 	}
-	s.ln, err = net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
@@ -173,6 +173,8 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	// Each request's wait before its handler ran (request_wait_ms).
+	s.ln = relay.TimeConns(s.http, ln)
 	rctx, cancel := context.WithCancel(context.Background())
 	s.stopRetention, s.retentionDone = cancel, make(chan struct{})
 	var maintenance sync.WaitGroup
