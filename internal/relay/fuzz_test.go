@@ -3,6 +3,7 @@ package relay
 import (
 	"bytes"
 	"encoding/json"
+	"mime"
 	"net/http/httptest"
 	"reflect"
 	"testing"
@@ -124,4 +125,22 @@ func TestJoinPath(t *testing.T) {
 			t.Errorf("joinPath(%q, %q) = %q, want %q", tt.base, tt.path, got, tt.want)
 		}
 	}
+}
+
+// FuzzIsEventStream: the relay's check of an upstream Content-Type agrees
+// with mime.ParseMediaType on every header value that parses.
+func FuzzIsEventStream(f *testing.F) {
+	for _, s := range []string{"text/event-stream", "text/event-stream; charset=utf-8", "Text/Event-Stream",
+		" text/event-stream ;x=1", "application/json", "text/event-streamx", "", ";", "text/event-stream; charset"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, ct string) {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil && err != mime.ErrInvalidMediaParameter {
+			return // the relay treats a header mime rejects by its media type alone
+		}
+		if got, want := isEventStream(ct), mt == "text/event-stream"; got != want {
+			t.Fatalf("isEventStream(%q) = %v, mime says %q", ct, got, mt)
+		}
+	})
 }

@@ -3,7 +3,6 @@ package relay
 import (
 	"errors"
 	"io"
-	"mime"
 	"net/http"
 	"os"
 	"strconv"
@@ -27,12 +26,19 @@ const maxCapture = 8 << 20
 // retryable way.
 func (x *exchange) serveResponse(a *attempt, canRetry bool) (retry bool) {
 	defer a.resp.Body.Close()
-	mt, _, _ := mime.ParseMediaType(a.resp.Header.Get("Content-Type"))
-	if mt == "text/event-stream" && x.ep.classify != "" {
+	if isEventStream(a.resp.Header.Get("Content-Type")) && x.ep.classify != "" {
 		return x.relayStream(a, canRetry)
 	}
 	x.relayBody(a, x.req.stream)
 	return false
+}
+
+// isEventStream reports whether a Content-Type names text/event-stream,
+// whatever its parameters: the media type is all the relay needs, and
+// mime.ParseMediaType built a map of the parameters on every response.
+func isEventStream(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
 }
 
 // commit sends the response headers of the relayed attempt.
