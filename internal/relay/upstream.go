@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,9 +39,29 @@ type attempt struct {
 	// stream_options.include_usage the gateway added.
 	injected bool
 
-	firstOutput *time.Timer // stopped at t4 (or the first bytes of a non-SSE stream)
+	firstOutput *deadline   // stopped at t4 (or the first bytes of a non-SSE stream)
 	unlink      func() bool // detaches the attempt from the gateway's shutdown
+
+	// The total, header and first-output deadlines share one timer
+	// (issue 15: three runtime timers were armed per attempt, and two of
+	// them stopped again within milliseconds). It fires at the earliest
+	// deadline still pending and re-arms itself for the next one; a
+	// deadline that is stopped is only marked, the timer is not touched.
+	deadlineMu    sync.Mutex  // guards deadlines, nDeadlines, deadlineTimer
+	deadlines     [3]deadline // the first nDeadlines are in use
+	nDeadlines    int
+	deadlineTimer *time.Timer
 }
+
+// deadline is one of an attempt's deadlines.
+type deadline struct {
+	at    time.Time // on the wall clock
+	cause error
+	done  atomic.Bool // stopped: it no longer applies
+}
+
+// Stop ends the deadline before it passes.
+func (d *deadline) Stop() { d.done.Store(true) }
 
 func (a *attempt) stop() {
 	// Cancel first: a timer callback running now sees the attempt over
@@ -49,16 +70,69 @@ func (a *attempt) stop() {
 	for _, t := range a.timers {
 		t.Stop()
 	}
+	a.deadlineMu.Lock()
+	if a.deadlineTimer != nil {
+		a.deadlineTimer.Stop()
+	}
+	a.deadlineMu.Unlock()
 	if a.unlink != nil {
 		a.unlink()
 	}
 }
 
-// after cancels the attempt with cause when d passes, until stopped.
-func (a *attempt) after(d time.Duration, cause error) *time.Timer {
-	t := time.AfterFunc(d, func() { a.cancel(cause) })
-	a.timers = append(a.timers, t)
-	return t
+// after cancels the attempt with cause when d passes, until stopped. An
+// attempt has at most three (total, headers, first output).
+func (a *attempt) after(d time.Duration, cause error) *deadline {
+	a.deadlineMu.Lock()
+	defer a.deadlineMu.Unlock()
+	dl := &a.deadlines[a.nDeadlines]
+	a.nDeadlines++
+	dl.at, dl.cause = time.Now().Add(d), cause
+	switch {
+	case a.deadlineTimer == nil:
+		a.deadlineTimer = time.AfterFunc(d, a.deadlinePassed)
+	case a.nextDeadline().Equal(dl.at):
+		a.deadlineTimer.Reset(d) // earlier than the one it was armed for
+	}
+	return dl
+}
+
+// nextDeadline returns the earliest pending deadline, or zero. The caller
+// holds deadlineMu.
+func (a *attempt) nextDeadline() time.Time {
+	var next time.Time
+	for i := range a.nDeadlines {
+		if dl := &a.deadlines[i]; !dl.done.Load() && (next.IsZero() || dl.at.Before(next)) {
+			next = dl.at
+		}
+	}
+	return next
+}
+
+// deadlinePassed runs on the timer: it cancels the attempt with the cause
+// of the earliest deadline that passed, or re-arms for the next one.
+func (a *attempt) deadlinePassed() {
+	if a.ctx.Err() != nil {
+		return // the attempt is over
+	}
+	a.deadlineMu.Lock()
+	now := time.Now()
+	var passed *deadline
+	for i := range a.nDeadlines {
+		dl := &a.deadlines[i]
+		if !dl.done.Load() && !now.Before(dl.at) && (passed == nil || dl.at.Before(passed.at)) {
+			passed = dl
+		}
+	}
+	if passed == nil {
+		if next := a.nextDeadline(); !next.IsZero() {
+			a.deadlineTimer.Reset(next.Sub(now))
+		}
+	}
+	a.deadlineMu.Unlock()
+	if passed != nil {
+		a.cancel(passed.cause)
+	}
 }
 
 // idleWatch cancels an attempt whose upstream has kept the relay waiting
