@@ -51,4 +51,20 @@ func TestAttemptDeadlines(t *testing.T) {
 			a.stop()
 		})
 	}
+	// A fourth deadline (more than the shared timer holds) still works.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	a := &attempt{ctx: ctx, cancel: cancel}
+	for range 3 {
+		a.after(time.Hour, errTotalTimeout)
+	}
+	a.after(u, errIdleTimeout)
+	select {
+	case <-ctx.Done():
+		if !errors.Is(context.Cause(ctx), errIdleTimeout) {
+			t.Fatalf("fourth deadline cancelled with %v", context.Cause(ctx))
+		}
+	case <-time.After(50 * u):
+		t.Fatal("a fourth deadline never fired")
+	}
+	a.stop()
 }

@@ -80,11 +80,21 @@ func (a *attempt) stop() {
 	}
 }
 
-// after cancels the attempt with cause when d passes, until stopped. An
-// attempt has at most three (total, headers, first output).
+// after cancels the attempt with cause when d passes, until stopped. The
+// first three (total, headers, first output) share the attempt's timer; any
+// further one gets its own.
 func (a *attempt) after(d time.Duration, cause error) *deadline {
 	a.deadlineMu.Lock()
 	defer a.deadlineMu.Unlock()
+	if a.nDeadlines == len(a.deadlines) {
+		dl := &deadline{}
+		a.timers = append(a.timers, time.AfterFunc(d, func() {
+			if !dl.done.Load() {
+				a.cancel(cause)
+			}
+		}))
+		return dl
+	}
 	dl := &a.deadlines[a.nDeadlines]
 	a.nDeadlines++
 	dl.at, dl.cause = time.Now().Add(d), cause
