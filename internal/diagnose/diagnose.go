@@ -147,7 +147,7 @@ func (r *Rules) Findings(rec record.Record) []Finding {
 	switch {
 	case lok && lms > th.LocalOverheadMs:
 		out = append(out, Finding{Label: LocalOverhead, Value: lms, Threshold: th.LocalOverheadMs, Unit: "ms",
-			Rule: fmt.Sprintf("auth_ms + distribution_ms + body_read_ms > %g", th.LocalOverheadMs)})
+			Rule: fmt.Sprintf("request_wait_ms + auth_ms + distribution_ms + body_read_ms > %g", th.LocalOverheadMs)})
 	case tok && tms > th.LocalOverheadMs:
 		out = append(out, Finding{Label: LocalOverhead, Value: tms, Threshold: th.LocalOverheadMs, Unit: "ms",
 			Rule: fmt.Sprintf("t7 − t6 > %g ms", th.LocalOverheadMs)})

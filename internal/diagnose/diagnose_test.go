@@ -116,6 +116,16 @@ func TestThresholdEdges(t *testing.T) {
 	if got := labels(r, rc); !slices.Equal(got, []string{LocalOverhead}) {
 		t.Errorf("slow body read: %v", got)
 	}
+	// An overloaded gateway: the request waited before t0 (issue 15).
+	rc = rec(0, 100, 101, 200, 200, 1000, 1000, -1, -1)
+	rc.RequestWaitMs = span(99.8)
+	if got := labels(r, rc); !slices.Equal(got, []string{LocalOverhead}) {
+		t.Errorf("request wait 99.8 ms + 0.3 ms of phases: %v", got)
+	}
+	rc.RequestWaitMs = span(99.6)
+	if got := labels(r, rc); len(got) != 0 {
+		t.Errorf("request wait 99.6 ms + 0.3 ms of phases: %v, want none", got)
+	}
 }
 
 func TestNonStreamingHeaders(t *testing.T) {

@@ -58,7 +58,11 @@ func writeWaterfall(w io.Writer, rec record.Record) {
 	}
 	var stages []stage
 	// Local phases: measured with their own origins; drawn from t0 in the
-	// order they happen (auth, body read, distribution).
+	// order they happen (auth, body read, distribution). The request's
+	// wait before t0 is listed first, as it came first.
+	if d, ok := f.RequestWaitMs.Get(); ok {
+		stages = append(stages, stage{name: "request wait before t0 (local)", start: timeline.At(-d), end: timeline.At(0)})
+	}
 	at := time.Duration(0)
 	for _, p := range []struct {
 		name string

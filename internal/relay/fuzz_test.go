@@ -3,7 +3,9 @@ package relay
 import (
 	"bytes"
 	"encoding/json"
+	"mime"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 )
 
@@ -20,6 +22,10 @@ func FuzzParseRequest(f *testing.F) {
 		`{"contents":[]}`, `[]`, `{`, ``, `{"model":1}`,
 		`{"model":"a","Model":"b"}`, `{"stream_options":{"include_usage":true,"INCLUDE_USAGE":false},"model":"m"}`,
 		`{"model":"\u0000"}`, `{"metadata":{"user_id":"a","user_id":"b"},"model":"m"}`,
+		`{"model":"m","stream":true,"stream_options":{}}`,
+		`{"model":"m","stream":true,"stream_options":{"x":1} , "n":2 }`,
+		`{"model":"m\u00e9","stream":true,"stream_options":{"include_usage":null,"y":[1]}}`,
+		`{"model":"m","stream":true,"stream_options":{},"stream_options":null}`,
 	} {
 		f.Add([]byte(s), uint8(0))
 	}
@@ -40,11 +46,39 @@ func FuzzParseRequest(f *testing.F) {
 			}
 			return
 		}
-		if cr.usageBody != nil && !json.Valid(cr.usageBody) {
-			t.Fatalf("rewritten body is not JSON: %q", cr.usageBody)
+		if ep.api == apiModels {
+			return
 		}
-		if ep.api != apiModels && ep.api != apiGemini && cr.model == "" {
-			t.Fatalf("accepted a body without a model: %q", body)
+		// What the one-pass scanner accepts, encoding/json reads the same.
+		var top map[string]json.RawMessage
+		if err := json.Unmarshal(body, &top); err != nil {
+			t.Fatalf("accepted a body encoding/json rejects (%v): %q", err, body)
+		}
+		if ep.api != apiGemini {
+			var model string
+			json.Unmarshal(top["model"], &model)
+			if cr.model == "" || cr.model != model {
+				t.Fatalf("model %q, encoding/json reads %q: %q", cr.model, model, body)
+			}
+		}
+		if cr.usageBody == nil {
+			return
+		}
+		// The rewrite adds stream_options.include_usage = true and changes
+		// nothing else.
+		var before, after map[string]any
+		if err := json.Unmarshal(cr.usageBody, &after); err != nil {
+			t.Fatalf("rewritten body is not JSON (%v): %q", err, cr.usageBody)
+		}
+		json.Unmarshal(body, &before)
+		opts, _ := before["stream_options"].(map[string]any)
+		if opts == nil {
+			opts = map[string]any{}
+		}
+		opts["include_usage"] = true
+		before["stream_options"] = opts
+		if !reflect.DeepEqual(before, after) {
+			t.Fatalf("rewrite of %q gave %q", body, cr.usageBody)
 		}
 	})
 }
@@ -93,4 +127,22 @@ func TestJoinPath(t *testing.T) {
 			t.Errorf("joinPath(%q, %q) = %q, want %q", tt.base, tt.path, got, tt.want)
 		}
 	}
+}
+
+// FuzzIsEventStream: the relay's check of an upstream Content-Type agrees
+// with mime.ParseMediaType on every header value that parses.
+func FuzzIsEventStream(f *testing.F) {
+	for _, s := range []string{"text/event-stream", "text/event-stream; charset=utf-8", "Text/Event-Stream",
+		" text/event-stream ;x=1", "application/json", "text/event-streamx", "", ";", "text/event-stream; charset"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, ct string) {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil && err != mime.ErrInvalidMediaParameter {
+			return // the relay treats a header mime rejects by its media type alone
+		}
+		if got, want := isEventStream(ct), mt == "text/event-stream"; got != want {
+			t.Fatalf("isEventStream(%q) = %v, mime says %q", ct, got, mt)
+		}
+	})
 }

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/textproto"
 	"os"
 	"strconv"
 	"strings"
@@ -99,6 +100,9 @@ type Gateway struct {
 	inflight atomic.Int64
 	log      *slog.Logger
 	fails    *authFailures
+	// realClock is set when the marks are taken on time.Now, so that one
+	// reading serves both a mark and a write deadline.
+	realClock bool
 
 	// life ends when Abort is called: every upstream attempt still running
 	// is cancelled with errShutdown.
@@ -108,7 +112,8 @@ type Gateway struct {
 
 // New returns a gateway.
 func New(opts Options) *Gateway {
-	if opts.Now == nil {
+	realClock := opts.Now == nil
+	if realClock {
 		opts.Now = time.Now
 	}
 	if opts.Transport == nil {
@@ -130,7 +135,7 @@ func New(opts Options) *Gateway {
 	}
 	client := &http.Client{Transport: opts.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	life, abort := context.WithCancel(context.Background())
-	return &Gateway{opts: opts, client: client, log: opts.Logger, life: life, abort: abort, fails: newAuthFailures(opts.MaxAuthFailures)}
+	return &Gateway{opts: opts, client: client, log: opts.Logger, life: life, abort: abort, fails: newAuthFailures(opts.MaxAuthFailures), realClock: realClock}
 }
 
 // Abort ends every request still relaying: its upstream is cancelled and
@@ -199,25 +204,28 @@ type exchange struct {
 	// record's error.
 	skipRecord bool
 	errorNote  string
+	conn       *timedConn // the client connection, when the server times it (TimeConns)
 }
 
 func (x *exchange) serve() {
 	g := x.g
 	x.proto = x.ep.proto
+	h := x.w.Header()
+	id := requestID(h)
 	x.rec = record.Record{
-		RequestID: NewRequestID(),
+		RequestID: id,
 		Timestamp: x.tl.Start().UTC(),
 		API:       x.ep.api,
 		Route:     x.ep.pattern,
 
 		SkippedEjected: []string{},
 	}
+	x.requestWait()
 	if g.opts.Tracer != nil {
 		g.opts.Tracer.Start(x.r.Header, &x.rec)
 	}
 	x.rec.Inflight.Gateway = int(g.inflight.Add(1))
 	defer g.inflight.Add(-1)
-	x.w.Header().Set("X-Request-Id", x.rec.RequestID)
 	if x.ep.api == apiModels && x.r.Header.Get("Anthropic-Version") != "" {
 		// Anthropic's GET /v1/models shares OpenAI's path; its clients
 		// always send anthropic-version.
@@ -236,6 +244,22 @@ func (x *exchange) serve() {
 		// did not get the whole answer.
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// requestWait records how long the request waited before t0, from its first
+// byte read on its connection (request_wait_ms; see TimeConns). A timeline
+// on an injected clock cannot be compared with the connection's real one:
+// the phase is then not recorded.
+func (x *exchange) requestWait() {
+	tc, start, ok := requestStart(x.r)
+	x.conn = tc
+	if tc != nil && !x.ep.hasBody {
+		tc.arm() // nothing more of this request to read
+	}
+	if !ok || !x.g.realClock {
+		return
+	}
+	x.tl.SetPhase(timeline.PhaseRequestWait, max(0, x.tl.Start().Sub(start)))
 }
 
 // prepare authenticates, reads the body and picks the channels' order.
@@ -288,6 +312,10 @@ func (x *exchange) prepare() *HTTPError {
 		if deadline {
 			rc.SetReadDeadline(time.Time{})
 		}
+		if x.conn != nil {
+			// Bytes read from here on are the next request's.
+			x.conn.arm()
+		}
 	}
 	req, herr := parseRequest(x.ep, x.r, body)
 	if herr != nil {
@@ -323,6 +351,11 @@ func (x *exchange) fail(e *HTTPError) {
 
 // finish takes t7 and hands the record on.
 func (x *exchange) finish() {
+	if x.committed {
+		// Headers that went out with a whole answer (an error, a body)
+		// reach the client when the handler returns.
+		x.tl.MarkHeadersSent()
+	}
 	x.tl.Mark(timeline.T7)
 	x.rec.Fields = x.tl.Fields()
 	x.rec.Attempts = x.attempts
@@ -333,6 +366,18 @@ func (x *exchange) finish() {
 		x.g.opts.Diagnose(&x.rec)
 	}
 	x.g.opts.Recorder.Record(x.rec)
+}
+
+// requestID returns the id the server's middleware already put on the
+// response (server.withRequestID gives every response one), or a new one
+// set on h: one id per request, drawn once.
+func requestID(h http.Header) string {
+	if v := h["X-Request-Id"]; len(v) == 1 && len(v[0]) == len("req_")+20 && strings.HasPrefix(v[0], "req_") {
+		return v[0]
+	}
+	id := NewRequestID()
+	h["X-Request-Id"] = []string{id}
+	return id
 }
 
 var idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
@@ -347,26 +392,39 @@ func NewRequestID() string {
 // copyHeaders copies upstream response headers the client should see.
 // Hop-by-hop headers, cookies, lengths of streams and the upstream's own
 // request id (kept as X-Upstream-Request-Id) are not copied as they are.
+//
+// The value slices are shared, not copied: src is the upstream response's
+// header, which nothing reads or changes after this (issue 15: a copy per
+// header per request was work done twice).
 func copyHeaders(dst, src http.Header, stream bool) {
 	for k, vs := range src {
-		switch strings.ToLower(k) {
-		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te", "trailer",
-			"set-cookie", "alt-svc", "x-request-id":
+		// The transport's keys are canonical already (then this does not
+		// allocate); a key that is not is compared canonical all the same.
+		switch textproto.CanonicalMIMEHeaderKey(k) {
+		case "Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "Te", "Trailer",
+			"Set-Cookie", "Alt-Svc", "X-Request-Id":
 			continue
-		case "content-length":
+		case "Content-Length":
 			if stream {
 				continue
 			}
 		}
-		dst[k] = append([]string(nil), vs...)
+		dst[k] = vs
 	}
-	if id := src.Get("X-Request-Id"); id != "" {
-		dst.Set("X-Upstream-Request-Id", id)
+	if id := src["X-Request-Id"]; len(id) > 0 && id[0] != "" {
+		dst["X-Upstream-Request-Id"] = id[:1:1]
 	}
 }
 
+// Header values the relay sets on every stream. net/http only reads them;
+// a later Add appends to a copy (their capacity is their length).
+var (
+	noCache = []string{"no-cache"}
+	no      = []string{"no"}
+)
+
 // sseHeaders sets what keeps intermediaries from buffering an event stream.
 func sseHeaders(h http.Header) {
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
+	h["Cache-Control"] = noCache
+	h["X-Accel-Buffering"] = no
 }

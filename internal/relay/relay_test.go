@@ -671,8 +671,9 @@ func TestIdleTimeoutRearms(t *testing.T) {
 	near(t, "steady upstream_done_ms", rec.UpstreamDoneMs, 20+12*1000/5) // the simulator spreads 12 tokens over 12/5 s
 }
 
-// TestFirstOutputTimeoutLastChannel: with no channel left to try, a
-// first-output timeout before any byte is a 504 in the protocol's format.
+// TestFirstOutputTimeoutLastChannel: with no channel left to try, the
+// headers went to the client at t2 (issue 15), so a first-output timeout
+// ends the stream with an error event in the protocol's format.
 func TestFirstOutputTimeoutLastChannel(t *testing.T) {
 	silent := map[string]sim.Profile{"m": {HeadersMs: 10, FirstEventMs: 3000, TextMs: sim.Ms(3000), VisibleTokens: 10, TPS: 100}}
 	up, _ := upstream(t, silent)
@@ -681,7 +682,7 @@ func TestFirstOutputTimeoutLastChannel(t *testing.T) {
 	gw, recs := gateway(t, channel("only", "anthropic", up.URL, to))
 	resp, body := do(t, gw.URL, clientKey, call{"anthropic", "m", true})
 	rec := recs.get(t, resp.Header.Get("X-Request-Id"))
-	if resp.StatusCode != 504 || !bytes.Contains(body, []byte(`"type":"error"`)) || rec.Status != record.StatusFirstOutputTimeout || rec.HTTPStatus != 504 {
+	if resp.StatusCode != 200 || !bytes.Contains(body, []byte("event: error\ndata: ")) || !bytes.Contains(body, []byte(`"type":"error"`)) || rec.Status != record.StatusFirstOutputTimeout || rec.HTTPStatus != 200 {
 		t.Fatalf("%d %s; record %s %d", resp.StatusCode, body, rec.Status, rec.HTTPStatus)
 	}
 	near(t, "first-output timeout upstream_done_ms", rec.UpstreamDoneMs, 200)

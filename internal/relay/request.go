@@ -2,12 +2,12 @@ package relay
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
+	"github.com/ttfx/ttfx/internal/jsonscan"
 	"github.com/ttfx/ttfx/internal/protocol"
 	"github.com/ttfx/ttfx/internal/record"
 )
@@ -70,7 +70,9 @@ func parseRequest(ep endpoint, r *http.Request, body []byte) (*clientRequest, *H
 	// The upstream request keeps the client's query (Gemini's alt=sse)
 	// but never a key passed as ?key=: the channel's own key goes upstream.
 	cr := &clientRequest{body: body, upstreamURI: r.URL.Path}
-	if q := r.URL.Query(); len(q) > 0 {
+	// Most requests have no query: nothing to parse and print again.
+	if r.URL.RawQuery != "" {
+		q := r.URL.Query()
 		q.Del("key")
 		if enc := q.Encode(); enc != "" {
 			cr.upstreamURI += "?" + enc
@@ -100,26 +102,16 @@ func parseRequest(ep endpoint, r *http.Request, body []byte) (*clientRequest, *H
 	if herr := checkDuplicateKeys(body); herr != nil {
 		return nil, herr
 	}
-	var fields struct {
-		Model         string          `json:"model"`
-		Stream        json.RawMessage `json:"stream"`
-		StreamOptions *struct {
-			IncludeUsage bool `json:"include_usage"`
-		} `json:"stream_options"`
-		User     json.RawMessage `json:"user"`
-		Metadata *struct {
-			UserID json.RawMessage `json:"user_id"`
-		} `json:"metadata"`
-	}
-	if err := json.Unmarshal(body, &fields); err != nil {
-		return nil, badRequest("the request body is not valid JSON: " + jsonErrorText(err))
+	var f bodyFields
+	if herr := f.scan(body); herr != nil {
+		return nil, herr
 	}
 	if ep.api != apiGemini {
-		cr.model = fields.Model
+		cr.model = f.model
 		if cr.model == "" {
 			return nil, badRequest("the request names no model")
 		}
-		switch s := string(fields.Stream); s {
+		switch s := string(f.stream); s {
 		case "", "null", "false":
 		case "true":
 			cr.stream = true
@@ -130,64 +122,218 @@ func parseRequest(ep endpoint, r *http.Request, body []byte) (*clientRequest, *H
 	if herr := checkModel(cr.model); herr != nil {
 		return nil, herr
 	}
-	cr.user = jsonString(fields.User)
-	if cr.user == "" && fields.Metadata != nil {
-		cr.user = jsonString(fields.Metadata.UserID)
+	cr.user = f.user
+	if cr.user == "" {
+		cr.user = f.metadataUser
 	}
-	if fields.StreamOptions != nil {
-		cr.clientUsage = fields.StreamOptions.IncludeUsage
-	}
+	cr.clientUsage = f.includeUsage
 	// SPEC §3: ask OpenAI-compatible upstreams for the usage chunk, and
 	// strip it again when the client did not ask for it.
 	if cr.stream && !cr.clientUsage && (ep.api == apiChat || ep.api == apiCompletions) {
-		if b, ok := withIncludeUsage(body); ok {
-			cr.usageBody = b
-		}
+		cr.usageBody = f.withIncludeUsage(body)
 	}
 	return cr, nil
 }
 
-// withIncludeUsage returns body with stream_options.include_usage set.
-func withIncludeUsage(body []byte) ([]byte, bool) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(body, &m); err != nil {
-		return nil, false
+// bodyFields are the top-level members of a client's JSON body the gateway
+// reads, found in one pass of the zero-allocation scanner that also
+// validates the whole body (the grammar of encoding/json). Before, the body
+// was unmarshalled into a struct and, for the usage option, unmarshalled
+// into a map and marshalled again: three passes over a prompt that may be
+// megabytes, and about 60 allocations per request (issue 15).
+type bodyFields struct {
+	model, user, metadataUser string
+	stream                    []byte // the raw value of "stream"; nil when absent
+	includeUsage              bool   // stream_options.include_usage is true
+
+	// Where the usage option goes, as offsets into the body: the value of
+	// stream_options (-1 when absent), whether it is an object and has
+	// members, the value of its include_usage (-1 when absent), the
+	// top-level closing brace and how many members the top level has.
+	optsStart, optsEnd int
+	optsObject         bool
+	optsMembers        int
+	usageStart         int
+	usageEnd           int
+	closing            int
+	members            int
+	optsSeen           int // stream_options members: with two, the splice is not attempted
+}
+
+// scan walks body, a JSON object, keeping what parseRequest needs. Keys
+// match exactly, as the providers' own APIs match them.
+func (f *bodyFields) scan(body []byte) *HTTPError {
+	*f = bodyFields{optsStart: -1, optsEnd: -1, usageStart: -1, usageEnd: -1}
+	d := jsonscan.New(body)
+	if k := d.Peek(); k != jsonscan.Object {
+		if d.Skip() && d.End() {
+			return badRequest("the request body must be a JSON object, not " + k.String())
+		}
+		return syntaxError(&d)
 	}
-	opts := map[string]json.RawMessage{}
-	if raw, ok := m["stream_options"]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &opts); err != nil {
-			return nil, false
+	d.Object()
+	for {
+		key, ok := d.Key()
+		if !ok {
+			break
+		}
+		f.members++
+		switch string(key) {
+		case "model":
+			s, ok := str(&d)
+			if !ok {
+				return wrongType(&d, body, "model")
+			}
+			f.model = s
+		case "stream":
+			raw, _ := d.SkipRaw()
+			f.stream = raw
+		case "user":
+			f.user, _ = strOrSkip(&d)
+		case "metadata":
+			switch d.Peek() {
+			case jsonscan.Null:
+				d.Skip()
+			case jsonscan.Object:
+				d.Object()
+				for {
+					k, ok := d.Key()
+					if !ok {
+						break
+					}
+					if string(k) == "user_id" {
+						f.metadataUser, _ = strOrSkip(&d)
+					} else {
+						d.Skip()
+					}
+				}
+			default:
+				return wrongType(&d, body, "metadata")
+			}
+		case "stream_options":
+			f.optsSeen++
+			f.optsStart, f.optsObject, f.optsMembers = d.Offset(), false, 0
+			f.usageStart, f.usageEnd, f.includeUsage = -1, -1, false
+			switch d.Peek() {
+			case jsonscan.Null:
+				f.optsStart = d.Offset()
+				d.Skip()
+			case jsonscan.Object:
+				f.optsStart, f.optsObject = d.Offset(), true
+				d.Object()
+				for {
+					k, ok := d.Key()
+					if !ok {
+						break
+					}
+					f.optsMembers++
+					if string(k) != "include_usage" {
+						d.Skip()
+						continue
+					}
+					switch d.Peek() {
+					case jsonscan.Bool, jsonscan.Null:
+						f.usageStart = d.Offset()
+						raw, _ := d.SkipRaw()
+						f.usageEnd = d.Offset()
+						f.includeUsage = string(raw) == "true"
+					default:
+						return wrongType(&d, body, "stream_options.include_usage")
+					}
+				}
+			default:
+				return wrongType(&d, body, "stream_options")
+			}
+			f.optsEnd = d.Offset()
+		default:
+			d.Skip()
 		}
 	}
-	opts["include_usage"] = json.RawMessage("true")
-	o, err := json.Marshal(opts)
-	if err != nil {
-		return nil, false
+	f.closing = d.Offset() - 1
+	if !d.End() {
+		return syntaxError(&d)
 	}
-	m["stream_options"] = o
-	b, err := json.Marshal(m)
-	return b, err == nil
+	return nil
 }
 
-func jsonString(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
+// str reads a string (unescaped, as encoding/json decodes it) or null.
+func str(d *jsonscan.Decoder) (string, bool) {
+	switch d.Peek() {
+	case jsonscan.Null:
+		return "", d.Skip()
+	case jsonscan.String:
+		raw, ok := d.Str()
+		if !ok {
+			return "", false
+		}
+		if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+			return string(raw), true
+		}
+		return string(jsonscan.AppendUnescaped(nil, raw)), true
 	}
-	return ""
+	return "", false
 }
 
-// jsonErrorText describes a JSON error without echoing the client's bytes.
-func jsonErrorText(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
+// strOrSkip reads a string, or skips a value of another kind and returns "".
+func strOrSkip(d *jsonscan.Decoder) (string, bool) {
+	if d.Peek() == jsonscan.String {
+		return str(d)
+	}
+	return "", d.Skip()
+}
+
+// wrongType answers a member of the wrong type, unless the body is not
+// JSON at all (a syntax error is what the client needs to hear then).
+func wrongType(d *jsonscan.Decoder, body []byte, field string) *HTTPError {
+	if d.Failed() {
+		return syntaxError(d)
+	}
+	if e := jsonscan.New(body); !e.Skip() || !e.End() {
+		return syntaxError(&e)
+	}
+	return badRequest("the request body is not valid JSON: field " + field + " has the wrong type")
+}
+
+// syntaxError describes where a body stopped being JSON, without echoing
+// the client's bytes.
+func syntaxError(d *jsonscan.Decoder) *HTTPError {
+	return badRequest("the request body is not valid JSON: syntax error at byte " + strconv.Itoa(d.Offset()))
+}
+
+const includeUsage = `"include_usage":true`
+
+// withIncludeUsage returns body with stream_options.include_usage set to
+// true, spliced into the client's bytes (nothing else is re-encoded), or
+// nil when the body names stream_options twice and the splice would be
+// ambiguous (the upstream then gets the body as it is; the tokens are
+// estimated).
+func (f *bodyFields) withIncludeUsage(body []byte) []byte {
+	if f.optsSeen > 1 {
+		return nil
+	}
+	out := make([]byte, 0, len(body)+len(`,"stream_options":{`)+len(includeUsage)+1)
 	switch {
-	case errors.As(err, &se):
-		return "syntax error at byte " + strconv.FormatInt(se.Offset, 10)
-	case errors.As(err, &te):
-		return "field " + te.Field + " has the wrong type"
+	case f.usageStart >= 0: // "include_usage": false or null
+		out = append(append(append(out, body[:f.usageStart]...), "true"...), body[f.usageEnd:]...)
+	case f.optsObject: // an object without include_usage
+		at := f.optsStart + 1
+		out = append(append(out, body[:at]...), includeUsage...)
+		if f.optsMembers > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, body[at:]...)
+	case f.optsStart >= 0: // "stream_options": null
+		out = append(append(append(append(out, body[:f.optsStart]...), '{'), includeUsage...), '}')
+		out = append(out, body[f.optsEnd:]...)
+	default:
+		out = append(out, body[:f.closing]...)
+		if f.members > 0 {
+			out = append(out, ',')
+		}
+		out = append(append(append(out, `"stream_options":{`...), includeUsage...), '}')
+		out = append(out, body[f.closing:]...)
 	}
-	return "cannot parse"
+	return out
 }
 
 func badRequest(msg string) *HTTPError {

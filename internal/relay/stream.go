@@ -3,7 +3,6 @@ package relay
 import (
 	"errors"
 	"io"
-	"mime"
 	"net/http"
 	"os"
 	"strconv"
@@ -27,12 +26,19 @@ const maxCapture = 8 << 20
 // retryable way.
 func (x *exchange) serveResponse(a *attempt, canRetry bool) (retry bool) {
 	defer a.resp.Body.Close()
-	mt, _, _ := mime.ParseMediaType(a.resp.Header.Get("Content-Type"))
-	if mt == "text/event-stream" && x.ep.classify != "" {
+	if isEventStream(a.resp.Header.Get("Content-Type")) && x.ep.classify != "" {
 		return x.relayStream(a, canRetry)
 	}
 	x.relayBody(a, x.req.stream)
 	return false
+}
+
+// isEventStream reports whether a Content-Type names text/event-stream,
+// whatever its parameters: the media type is all the relay needs, and
+// mime.ParseMediaType built a map of the parameters on every response.
+func isEventStream(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
 }
 
 // commit sends the response headers of the relayed attempt.
@@ -73,15 +79,22 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 	// reader waits for upstream bytes: events that arrived in one read go
 	// out in one flush (one syscall, one chunk), and none waits for the next.
 	started, dirty, textPending := false, false, false
+	// wall is the latest wall-clock reading, for the write deadline: the
+	// piece's arrival time when the timeline runs on the real clock (one
+	// reading per piece serves the mark, the write and the flush).
+	var wall time.Time
 	flush := func() {
 		if dirty && writeErr == nil {
 			dirty = false
-			wd.extend()
+			wd.extendAt(wall)
 			if err := rc.Flush(); err != nil {
 				writeErr = err
-			} else if textPending {
-				textPending = false
-				x.tl.MarkTextSent()
+			} else {
+				x.tl.MarkHeadersSent()
+				if textPending {
+					textPending = false
+					x.tl.MarkTextSent()
+				}
 			}
 		}
 		if started {
@@ -89,6 +102,16 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 		}
 	}
 	rd.OnWait(flush)
+	if !canRetry {
+		// No fallback can follow: the client gets the headers now, at t2,
+		// as it would directly, not with the first event (issue 15). Where
+		// another channel may still take over, they are held until the
+		// first piece, so that nothing has reached the client if it does.
+		x.commit(a, true)
+		wall = time.Now()
+		dirty = true
+		flush()
+	}
 	for writeErr == nil {
 		var p *sse.Piece
 		var now time.Time
@@ -99,6 +122,7 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 			hp := &a.held[0]
 			a.held = a.held[1:]
 			p, now, res = &hp.p, hp.at, hp.res
+			wall = time.Now() // a write deadline counts from now, not from its arrival
 		} else {
 			var err error
 			if p, err = rd.Next(); err != nil {
@@ -109,6 +133,10 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 			}
 			now = x.tl.Now()
 			res = st.Piece(p)
+			wall = now
+			if !x.g.realClock {
+				wall = time.Now()
+			}
 		}
 		started = true
 		idle.arrived()
@@ -141,7 +169,7 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 		if !x.committed {
 			x.commit(a, true)
 		}
-		wd.extend()
+		wd.extendAt(wall)
 		if _, err := x.w.Write(raw); err != nil {
 			writeErr = err
 			break
@@ -160,7 +188,7 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 	case readErr != nil:
 		fail = x.classifyError(a, readErr, "stream")
 		tryNext = retryable(fail)
-	case !x.committed:
+	case !started:
 		// 200 and an empty stream: a broken upstream, worth another channel.
 		fail = &HTTPError{Code: http.StatusBadGateway, Type: "api_error", Msg: "upstream ended the stream before sending anything", Status: record.StatusUpstreamStreamError}
 		tryNext = true
@@ -320,8 +348,8 @@ func (x *exchange) relayBody(a *attempt, streamed bool) {
 				writeErr = werr
 				break
 			}
-			if streamed {
-				rc.Flush()
+			if streamed && rc.Flush() == nil {
+				x.tl.MarkHeadersSent()
 			}
 		}
 		if err != nil {

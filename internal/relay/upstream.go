@@ -6,8 +6,10 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,8 +43,8 @@ type attempt struct {
 	// sent is set once the whole request was written upstream (traceSent).
 	sent atomic.Bool
 
-	spanID      string      // the span its upstream request named in traceparent; "" without tracing
-	firstOutput *time.Timer // stopped at t4 (or the first bytes of a non-SSE stream)
+	spanID      string    // the span its upstream request named in traceparent; "" without tracing
+	firstOutput *deadline // stopped at t4 (or the first bytes of a non-SSE stream)
 	// A hedged attempt arrives at the relay with its stream already read
 	// up to t4: its reader, classifier and the pieces it held back.
 	rd   *sse.Reader
@@ -53,7 +55,27 @@ type attempt struct {
 	h      *route.Health
 	early  bool
 	unlink func() bool // detaches the attempt from the gateway's shutdown
+
+	// The total, header and first-output deadlines share one timer
+	// (issue 15: three runtime timers were armed per attempt, and two of
+	// them stopped again within milliseconds). It fires at the earliest
+	// deadline still pending and re-arms itself for the next one; a
+	// deadline that is stopped is only marked, the timer is not touched.
+	deadlineMu    sync.Mutex  // guards deadlines, nDeadlines, deadlineTimer
+	deadlines     [3]deadline // the first nDeadlines are in use
+	nDeadlines    int
+	deadlineTimer *time.Timer
 }
+
+// deadline is one of an attempt's deadlines.
+type deadline struct {
+	at    time.Time // on the wall clock
+	cause error
+	done  atomic.Bool // stopped: it no longer applies
+}
+
+// Stop ends the deadline before it passes.
+func (d *deadline) Stop() { d.done.Store(true) }
 
 func (a *attempt) stop() {
 	// Cancel first: a timer callback running now sees the attempt over
@@ -62,16 +84,79 @@ func (a *attempt) stop() {
 	for _, t := range a.timers {
 		t.Stop()
 	}
+	a.deadlineMu.Lock()
+	if a.deadlineTimer != nil {
+		a.deadlineTimer.Stop()
+	}
+	a.deadlineMu.Unlock()
 	if a.unlink != nil {
 		a.unlink()
 	}
 }
 
-// after cancels the attempt with cause when d passes, until stopped.
-func (a *attempt) after(d time.Duration, cause error) *time.Timer {
-	t := time.AfterFunc(d, func() { a.cancel(cause) })
-	a.timers = append(a.timers, t)
-	return t
+// after cancels the attempt with cause when d passes, until stopped. The
+// first three (total, headers, first output) share the attempt's timer; any
+// further one gets its own.
+func (a *attempt) after(d time.Duration, cause error) *deadline {
+	a.deadlineMu.Lock()
+	defer a.deadlineMu.Unlock()
+	if a.nDeadlines == len(a.deadlines) {
+		dl := &deadline{}
+		a.timers = append(a.timers, time.AfterFunc(d, func() {
+			if !dl.done.Load() {
+				a.cancel(cause)
+			}
+		}))
+		return dl
+	}
+	dl := &a.deadlines[a.nDeadlines]
+	a.nDeadlines++
+	dl.at, dl.cause = time.Now().Add(d), cause
+	switch {
+	case a.deadlineTimer == nil:
+		a.deadlineTimer = time.AfterFunc(d, a.deadlinePassed)
+	case a.nextDeadline().Equal(dl.at):
+		a.deadlineTimer.Reset(d) // earlier than the one it was armed for
+	}
+	return dl
+}
+
+// nextDeadline returns the earliest pending deadline, or zero. The caller
+// holds deadlineMu.
+func (a *attempt) nextDeadline() time.Time {
+	var next time.Time
+	for i := range a.nDeadlines {
+		if dl := &a.deadlines[i]; !dl.done.Load() && (next.IsZero() || dl.at.Before(next)) {
+			next = dl.at
+		}
+	}
+	return next
+}
+
+// deadlinePassed runs on the timer: it cancels the attempt with the cause
+// of the earliest deadline that passed, or re-arms for the next one.
+func (a *attempt) deadlinePassed() {
+	if a.ctx.Err() != nil {
+		return // the attempt is over
+	}
+	a.deadlineMu.Lock()
+	now := time.Now()
+	var passed *deadline
+	for i := range a.nDeadlines {
+		dl := &a.deadlines[i]
+		if !dl.done.Load() && !now.Before(dl.at) && (passed == nil || dl.at.Before(passed.at)) {
+			passed = dl
+		}
+	}
+	if passed == nil {
+		if next := a.nextDeadline(); !next.IsZero() {
+			a.deadlineTimer.Reset(next.Sub(now))
+		}
+	}
+	a.deadlineMu.Unlock()
+	if passed != nil {
+		a.cancel(passed.cause)
+	}
 }
 
 // idleWatch cancels an attempt whose upstream has kept the relay waiting
@@ -139,11 +224,14 @@ type writeDeadline struct {
 	off   bool // the ResponseWriter cannot set deadlines
 }
 
-func (d *writeDeadline) extend() {
+func (d *writeDeadline) extend() { d.extendAt(time.Now()) }
+
+// extendAt is extend with a wall-clock reading the caller already has (the
+// relay takes one per piece, not one per write and flush).
+func (d *writeDeadline) extendAt(now time.Time) {
 	if d.off || d.limit <= 0 {
 		return
 	}
-	now := time.Now()
 	if now.Add(d.limit / 2).Before(d.until) {
 		return
 	}
@@ -424,7 +512,8 @@ func (x *exchange) readErrorBody(a *attempt) []byte {
 // the channel's own key. The client's key never goes upstream.
 func (x *exchange) upstreamRequest(ctx context.Context, a *attempt) (*http.Request, error) {
 	ch := a.ch
-	u := *ch.BaseURL
+	u := new(url.URL)
+	*u = *ch.BaseURL
 	path, query, _ := strings.Cut(x.req.upstreamURI, "?")
 	u.Path = joinPath(u.Path, path)
 	u.RawPath = ""
@@ -443,20 +532,24 @@ func (x *exchange) upstreamRequest(ctx context.Context, a *attempt) (*http.Reque
 	if x.ep.hasBody {
 		body = bytes.NewReader(payload)
 	}
-	req, err := http.NewRequestWithContext(ctx, x.r.Method, u.String(), body)
+	// The URL is built, not printed and parsed again: NewRequest gets an
+	// empty one and u replaces it (issue 15: the round trip through a
+	// string was work done twice on every request).
+	req, err := http.NewRequestWithContext(ctx, x.r.Method, "", body)
 	if err != nil {
 		return nil, err
 	}
+	req.URL, req.Host = u, u.Host
 	if x.ep.hasBody {
 		req.ContentLength = int64(len(payload))
 	}
 	for _, k := range forwardHeaders {
-		if v := x.r.Header.Values(k); len(v) > 0 {
+		if v := x.r.Header[k]; len(v) > 0 {
 			req.Header[k] = v
 		}
 	}
-	if x.ep.hasBody && req.Header.Get("Content-Type") == "" {
-		req.Header.Set("Content-Type", "application/json")
+	if x.ep.hasBody && len(req.Header["Content-Type"]) == 0 {
+		req.Header["Content-Type"] = applicationJSON
 	}
 	switch ch.Protocol {
 	case protoAnthropic:
@@ -490,6 +583,8 @@ func joinPath(base, path string) string {
 	}
 	return base + path
 }
+
+var applicationJSON = []string{"application/json"}
 
 // forwardHeaders are the client headers the upstream needs; everything else
 // (above all the client's own credentials) stays at the gateway.

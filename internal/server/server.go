@@ -233,6 +233,8 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		ConnContext:       relay.ConnContext,
 	}
+	// Each request's wait before its handler ran (request_wait_ms).
+	s.ln = relay.TimeConns(s.http, s.ln)
 	rctx, cancel := context.WithCancel(context.Background())
 	s.stopRetention, s.retentionDone = cancel, make(chan struct{})
 	var maintenance sync.WaitGroup

@@ -126,6 +126,11 @@ func TestZeroConfig(t *testing.T) {
 		if rec.Status != record.StatusOK || rec.Channel != "sim-openai" || rec.Provider != "sim" || rec.KeyName != "client" {
 			t.Fatalf("record %+v", rec)
 		}
+		// The server times its connections (request_wait_ms) and the
+		// relay notes when the headers went out; both survive the store.
+		if !rec.RequestWaitMs.Valid() || !rec.HeadersSentMs.Valid() {
+			t.Fatalf("request_wait_ms %v, headers_sent_ms %v: want both present", rec.RequestWaitMs, rec.HeadersSentMs)
+		}
 	}
 	// The client key reads its own request, nothing else.
 	resp, _ = chat(t, srv.URL(), client, "fast", false, "")

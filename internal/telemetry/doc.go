@@ -28,8 +28,9 @@
 //	ttfx_upstream_duration_seconds       t6 − t1 of the relayed attempt: the provider's share,
 //	                                     without local phases and failed attempts
 //	ttfx_relay_lag_seconds               first_text_sent_ms − first_text_delta_ms
-//	ttfx_local_phase_seconds{phase}      auth_ms, distribution_ms, body_read_ms, and
-//	                                     after_upstream = t7 − t6
+//	ttfx_local_phase_seconds{phase}      auth_ms, distribution_ms, body_read_ms,
+//	                                     after_upstream = t7 − t6, and request_wait_ms
+//	                                     (before t0: first byte read → handler)
 //	ttfx_visible_output_tokens_per_second visible_output_tps (§3)
 //	ttfx_inter_token_latency_seconds     inter_token_latency (§3)
 //

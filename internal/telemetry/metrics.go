@@ -74,7 +74,7 @@ const (
 	PhaseDistribution  = "distribution"   // distribution_ms
 	PhaseBodyRead      = "body_read"      // body_read_ms
 	PhaseAfterUpstream = "after_upstream" // t7 − t6
-	PhaseRequestWait   = "request_wait"   // request_wait_ms: before t0, from the request's first byte to the handler
+	PhaseRequestWait   = "request_wait"   // request_wait_ms: before t0, from the request's first byte read
 )
 
 var phases = [...]string{PhaseAuth, PhaseDistribution, PhaseBodyRead, PhaseAfterUpstream, PhaseRequestWait}
@@ -212,7 +212,7 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 	m.relayLag = hist("ttfx_relay_lag_seconds",
 		"Gateway relay lag: first visible text flushed to the client minus first visible text received from upstream, first_text_sent_ms − first_text_delta_ms."+every, LocalBuckets)
 	m.phase = hist("ttfx_local_phase_seconds",
-		"Local phases of the gateway: phase=auth (auth_ms), distribution (distribution_ms: channel selection), body_read (body_read_ms: reading the client's body), request_wait (request_wait_ms: before t0, from the request's first byte on the connection to the handler), after_upstream (t7 − t6: from the upstream body's end to the handler's end). A phase that did not run is not observed.", LocalBuckets, "phase")
+		"Local phases of the gateway: phase=auth (auth_ms), distribution (distribution_ms: channel selection), body_read (body_read_ms: reading the client's body), after_upstream (t7 − t6: from the upstream body's end to the handler's end), request_wait (request_wait_ms: from the request's first byte read on its connection to t0 — accepting, reading headers, waiting for a core; it grows when the gateway is overloaded). A phase that did not run is not observed.", LocalBuckets, "phase")
 	m.tps = hist("ttfx_visible_output_tokens_per_second",
 		"Visible output speed of one stream: visible output tokens / (t6 − t5) in seconds (visible_output_tps). Not observed without visible text or with fewer than 2 visible tokens.", TPSBuckets)
 	m.itl = hist("ttfx_inter_token_latency_seconds",

@@ -342,7 +342,7 @@ func (o *OTel) recordSpans(ctx context.Context, rec *record.Record, op, provider
 	for _, s := range [...]struct {
 		k string
 		v timeline.Span
-	}{{"ttfx.auth_ms", f.AuthMs}, {"ttfx.distribution_ms", f.DistributionMs}, {"ttfx.body_read_ms", f.BodyReadMs},
+	}{{"ttfx.auth_ms", f.AuthMs}, {"ttfx.distribution_ms", f.DistributionMs}, {"ttfx.body_read_ms", f.BodyReadMs}, {"ttfx.request_wait_ms", f.RequestWaitMs},
 		{"ttfx.upstream_headers_ms", f.UpstreamHeadersMs}, {"ttfx.inter_token_latency_ms", rec.InterTokenLatencyMs}} {
 		if v, ok := s.v.Ms(); ok {
 			attrs = append(attrs, attribute.Float64(s.k, v))

@@ -318,9 +318,12 @@ func (t *Timeline) maxGapSpan() Span {
 	return SpanOf(t.maxGap)
 }
 
-// LocalMs returns the sum of the local phases (auth + distribution + body
-// read), absent when none was recorded.
-func (f Fields) LocalMs() Span { return f.AuthMs.Add(f.DistributionMs).Add(f.BodyReadMs) }
+// LocalMs returns the sum of the local phases (request wait + auth +
+// distribution + body read), absent when none was recorded. The request
+// wait is before t0, so an overloaded gateway counts as local overhead.
+func (f Fields) LocalMs() Span {
+	return f.RequestWaitMs.Add(f.AuthMs).Add(f.DistributionMs).Add(f.BodyReadMs)
+}
 
 // RelayLag returns first_text_sent − first_text_delta: how long the gateway
 // held the first visible text before the client had it.

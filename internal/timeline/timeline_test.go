@@ -248,3 +248,16 @@ func TestZeroGapIsPresent(t *testing.T) {
 		t.Errorf("gap = %v, %v; want 0, present", ms, ok)
 	}
 }
+
+// TestLocalIncludesRequestWait: the wait before t0 is a local phase, so an
+// overloaded gateway shows in local_overhead.
+func TestLocalIncludesRequestWait(t *testing.T) {
+	c := newStepClock()
+	tl := New(c.now)
+	tl.SetPhase(PhaseRequestWait, ms(120))
+	f := tl.Fields()
+	wantMs(t, "request_wait_ms", f.RequestWaitMs, 120)
+	wantMs(t, "local", f.LocalMs(), 120)
+	tl.SetPhase(PhaseAuth, ms(0.5))
+	wantMs(t, "local", tl.Fields().LocalMs(), 120.5)
+}

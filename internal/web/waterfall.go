@@ -180,6 +180,17 @@ func detailRows(r *record.Record) (rows []wfRow, scale float64) {
 	} else {
 		local.Absent, local.Text = true, "absent"
 	}
+	// The request's wait before t0 (an overloaded gateway) is a local
+	// phase too, though it cannot be drawn after t0: it is named.
+	if wait, ok := r.RequestWaitMs.Ms(); ok {
+		local.Sub += " (+ request_wait_ms before t0)"
+		wt := "waited " + ms(wait) + " before t0"
+		if local.Absent {
+			local.Absent, local.Text = false, wt
+		} else {
+			local.Text += " · " + wt
+		}
+	}
 	rows = append(rows, local)
 
 	// Attempts: t1 → t2 of each, with its own outcome. A failed attempt
@@ -280,6 +291,11 @@ func detailRows(r *record.Record) (rows []wfRow, scale float64) {
 	}
 	rows = append(rows, gapRow)
 	lag := stretch("relay lag: first text received → sent to client", "relay_lag", "seg-lag", "first_text_sent_ms − first_text_delta_ms", r.FirstTextDeltaMs, r.FirstTextSentMs)
+	if r.HeadersSentMs.Valid() {
+		// Held while a fallback was still possible (SPEC §5); about 0
+		// when they went out at t2.
+		rows = append(rows, stretch("headers held: upstream headers → sent to client", "headers_held", "seg-lag", "headers_sent_ms − upstream_headers_at_ms", r.UpstreamHeadersAtMs, r.HeadersSentMs))
+	}
 	rows = append(rows, lag,
 		stretch("tail: upstream done → handler done", "tail", "seg-t7", "t7 − t6", r.UpstreamDoneMs, r.TotalHandlerMs))
 

@@ -1,0 +1,95 @@
+package relay_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ttfx/ttfx/internal/auth"
+	"github.com/ttfx/ttfx/internal/relay"
+	"github.com/ttfx/ttfx/internal/route"
+)
+
+// TestRequestWait: request_wait_ms is the time from the request's first
+// byte read on its connection to t0. A client that sends half a request
+// line and the rest later makes the gateway wait that long before t0: the
+// record must show it, on a new connection (timed from accept) and on a
+// kept-alive one (timed from the first byte of that request, not from the
+// end of the previous one).
+func TestRequestWait(t *testing.T) {
+	up, _ := upstream(t, nil)
+	recs := newRecords()
+	keys := auth.NewKeyring([]auth.Entry{{Principal: auth.Principal{Name: "client", Role: auth.RoleClient, Group: "g"}, Hash: auth.HashKey(clientKey)}})
+	g := relay.New(relay.Options{Router: route.NewRouter([]*route.Channel{channel("sim-openai", "openai", up.URL, fastTimeouts)}, 1), Keys: keys, Recorder: recs})
+	mux := http.NewServeMux()
+	g.Register(mux)
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Listener = relay.TimeConns(srv.Config, srv.Listener)
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(conn)
+	body := `{"model":"fast","stream":false,"messages":[{"role":"user","content":"hi"}]}`
+	req := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", clientKey, len(body), body)
+	// send writes the request in two parts, pause apart, and returns the
+	// record of its answer.
+	send := func(pause time.Duration) (wait float64, ok bool) {
+		t.Helper()
+		cut := strings.Index(req, "\r\n") // within the request line
+		if _, err := io.WriteString(conn, req[:cut]); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(pause)
+		if _, err := io.WriteString(conn, req[cut:]); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		rec := recs.get(t, resp.Header.Get("X-Request-Id"))
+		local, _ := rec.LocalMs().Ms()
+		wait, ok = rec.RequestWaitMs.Ms()
+		t.Logf("paused %v: request_wait_ms %.2f, local phases %.2f ms", pause, wait, local)
+		if ok && local < wait {
+			t.Errorf("local phases %.1f ms do not include request_wait_ms %.1f", local, wait)
+		}
+		return wait, ok
+	}
+
+	const pause = 150 * time.Millisecond
+	// The first request on a new connection: from accept.
+	wait, ok := send(pause)
+	if !ok || wait < 150 || wait > 2*150 {
+		t.Errorf("new connection: request_wait_ms %.1f (present %v), want about 150", wait, ok)
+	}
+	// A kept-alive connection idle for a while: the idle time is not
+	// waiting; only the time since this request's first byte is.
+	time.Sleep(300 * time.Millisecond)
+	wait, ok = send(pause)
+	if !ok || wait < 150 || wait > 2*150 {
+		t.Errorf("kept-alive connection: request_wait_ms %.1f (present %v), want about 150 (not the 300 ms idle before)", wait, ok)
+	}
+	// And a request sent at once waits only for the gateway.
+	wait, ok = send(0)
+	if !ok || wait > 100 {
+		t.Errorf("prompt request: request_wait_ms %.1f (present %v), want a few ms", wait, ok)
+	}
+}

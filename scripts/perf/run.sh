@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Side-by-side streaming overhead: direct (D), bare Go reverse proxy (B), nginx (N), ttfx (G, when a
+# checkout is given). One mock upstream, interleaved rounds; per arm the added time to first text,
+# the event gaps, the proxy process's CPU per stream and its RSS; ratios at the end.
+# Usage: run.sh [PROJECT_CHECKOUT] [ROUNDS] [HIGH_CONCURRENCY] [BASELINE_CHECKOUT]
+# With BASELINE_CHECKOUT (another checkout, e.g. a worktree of main) a fifth arm G0 runs that
+# build in the same rounds, so that before and after are measured side by side under one load.
+# FIRST_AFTER=50ms makes the mock send its headers that long before its first event (time to
+# headers then tells a proxy that forwards headers from one that holds them).
+# Copied from the issue 15 harness (../shared/perf); run it from anywhere:
+#   scripts/perf/run.sh . 3 200
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+checkout=${1:-}
+rounds=${2:-3}
+high=${3:-200}
+baseline=${4:-}
+# PORT_BASE moves the five ports (base+1 … base+5), so two runs on one machine do not collide.
+pb=${PORT_BASE:-9100}
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+(cd "$here" && go build -o "$work/perfkit" .) || exit 1
+command -v nginx >/dev/null || { echo "nginx is not installed (apt-get install nginx)"; exit 1; }
+"$work/perfkit" mock --listen 127.0.0.1:$((pb+1)) --events 64 --gap 20ms --first-after "${FIRST_AFTER:-0}" &
+"$work/perfkit" bare --listen 127.0.0.1:$((pb+2)) --upstream http://127.0.0.1:$((pb+1)) 2>/dev/null &
+pid_B=$!
+cat > "$work/nginx.conf" <<NG
+worker_processes 1; daemon off; pid $work/nginx.pid; error_log $work/nginx.err;
+events { worker_connections 16384; }
+http { access_log off; client_body_temp_path $work; proxy_temp_path $work;
+  upstream up { server 127.0.0.1:$((pb+1)); keepalive 512; }
+  server { listen 127.0.0.1:$((pb+3));
+    location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection "";
+                 proxy_buffering off; proxy_cache off; } } }
+NG
+nginx -c "$work/nginx.conf" &
+pid_N=$!
+arms="D=http://127.0.0.1:$((pb+1)) B=http://127.0.0.1:$((pb+2)) N=http://127.0.0.1:$((pb+3))"
+if [ -n "$checkout" ]; then
+  (cd "$checkout" && go build -o "$work/ttfx" ./cmd/ttfx) || exit 1
+  cat > "$work/ttfx.yaml" <<Y
+{"listen": "127.0.0.1:$((pb+4))", "store": "sqlite:$work/ttfx.db",
+ "keys": [{"name": "perf", "role": "client", "group": "perf", "key_env": "PERF_KEY"}],
+ "channels": [{"name": "mock", "protocol": "openai", "base_url": "http://127.0.0.1:$((pb+1))", "key_env": "PERF_KEY", "models": ["*"]}]}
+Y
+  PERF_KEY=perf-key-000000000001 "$work/ttfx" serve --config "$work/ttfx.yaml" >"$work/ttfx.log" 2>&1 &
+  pid_G=$!
+  arms="$arms G=http://127.0.0.1:$((pb+4))"
+fi
+if [ -n "$baseline" ]; then
+  (cd "$baseline" && go build -o "$work/ttfx0" ./cmd/ttfx) || exit 1
+  sed -e "s/:$((pb+4))/:$((pb+5))/" -e "s#$work/ttfx.db#$work/ttfx0.db#" "$work/ttfx.yaml" > "$work/ttfx0.yaml"
+  PERF_KEY=perf-key-000000000001 "$work/ttfx0" serve --config "$work/ttfx0.yaml" >"$work/ttfx0.log" 2>&1 &
+  pid_G0=$!
+  arms="$arms G0=http://127.0.0.1:$((pb+5))"
+fi
+ulimit -n 65536 2>/dev/null
+sleep 2
+# cpu_ticks PID: user+system clock ticks of PID and its children now running.
+cpu_ticks() {
+  local t=0 p
+  for p in $1 $(pgrep -P "$1" 2>/dev/null); do
+    [ -r /proc/$p/stat ] && t=$((t + $(awk '{print $14+$15}' /proc/$p/stat)))
+  done
+  echo $t
+}
+rss_kib() {
+  local t=0 p
+  for p in $1 $(pgrep -P "$1" 2>/dev/null); do
+    [ -r /proc/$p/status ] && t=$((t + $(awk '/VmRSS/{print $2}' /proc/$p/status)))
+  done
+  echo $t
+}
+hz=$(getconf CLK_TCK)
+for r in $(seq 1 "$rounds"); do
+  for a in $arms; do
+    name=${a%%=*}; url=${a#*=}/v1/chat/completions
+    pidvar=pid_$name; pid=${!pidvar:-}
+    for spec in "1 15 c1" "$high $((high*2)) chigh"; do
+      set -- $spec
+      before=0; [ -n "$pid" ] && before=$(cpu_ticks "$pid")
+      "$work/perfkit" load --url "$url" --key perf-key-000000000001 -c "$1" -n "$2" --label "$name" --json >"$work/one.json"
+      cpu=None; rss=None
+      if [ -n "$pid" ]; then
+        cpu=$(( $(cpu_ticks "$pid") - before )); cpu=$(python3 -c "print($cpu*1000/$hz/$2)"); rss=$(rss_kib "$pid")
+      fi
+      python3 -c "import json,sys; d=json.load(open('$work/one.json')); d['cpu_ms_per_stream']=$cpu; d['rss_kib']=$rss; print(json.dumps(d))" >>"$work/$3.jsonl"
+    done
+  done
+done
+python3 - "$work" "$high" <<'PY'
+import json, sys, statistics as st
+work, high = sys.argv[1], sys.argv[2]
+def load(f):
+    arms = {}
+    for l in open(f"{work}/{f}"):
+        r = json.loads(l); arms.setdefault(r["label"], []).append(r)
+    return arms
+for f, title in (("c1.jsonl", "c=1"), ("chigh.jsonl", f"c={high}")):
+    arms = load(f)
+    med = lambda a, k, p: st.median(r[k].get(p, float("nan")) for r in arms[a])
+    d50, d99 = med("D", "first_text_ms", "p50"), med("D", "first_text_ms", "p99")
+    print(f"-- {title}: median over rounds; added = arm - direct")
+    for a in arms:
+        cpu = [r["cpu_ms_per_stream"] for r in arms[a] if r.get("cpu_ms_per_stream") is not None]
+        rss = [r["rss_kib"] for r in arms[a] if r.get("rss_kib") is not None]
+        extra = f"; cpu/stream {st.median(cpu):.2f} ms; rss {max(rss)/1024:.0f} MiB" if cpu else ""
+        print(f"{a}: first_text p50 {med(a,'first_text_ms','p50'):.3f} ms (+{med(a,'first_text_ms','p50')-d50:.3f}), p99 {med(a,'first_text_ms','p99'):.3f} (+{med(a,'first_text_ms','p99')-d99:.3f}); gap p50 {med(a,'gap_ms','p50'):.3f} p99 {med(a,'gap_ms','p99'):.3f}; headers p50 {med(a,'headers_ms','p50'):.3f} p99 {med(a,'headers_ms','p99'):.3f}; errors {sum(r['errors'] for r in arms[a])}; events/s {st.median(r['events_per_s'] for r in arms[a]):.0f}{extra}")
+    for g in ("G", "G0"):
+        if g not in arms or "B" not in arms:
+            continue
+        gb = (med(g,"first_text_ms","p50")-d50) / max(1e-6, med("B","first_text_ms","p50")-d50)
+        gb99 = (med(g,"first_text_ms","p99")-d99) / max(1e-6, med("B","first_text_ms","p99")-d99)
+        gn = (med(g,"first_text_ms","p50")-d50) / max(1e-6, med("N","first_text_ms","p50")-d50)
+        line = f"{g}: ratio added first text ({g}-D)/(B-D): p50 {gb:.2f}, p99 {gb99:.2f}; ({g}-D)/(N-D) p50 {gn:.2f}"
+        cg = [r["cpu_ms_per_stream"] for r in arms[g] if r.get("cpu_ms_per_stream") is not None]
+        cb = [r["cpu_ms_per_stream"] for r in arms["B"] if r.get("cpu_ms_per_stream") is not None]
+        if cg and cb:
+            line += f"; cpu per stream {g}/B {st.median(cg)/max(1e-9, st.median(cb)):.2f}"
+        print(line)
+PY
