@@ -14,9 +14,10 @@ import (
 )
 
 // The same tests run on every engine: SQLite in a real file in t.TempDir(),
-// and PostgreSQL when TTFX_TEST_POSTGRES names a server (a DSN, e.g. what
-// scripts/ci-postgres.sh prints). Without it the PostgreSQL runs skip, or
-// fail when TTFX_REQUIRE_ALL=1 (CI).
+// PostgreSQL when TTFX_TEST_POSTGRES names a server (a DSN, e.g. what
+// scripts/ci-postgres.sh prints) and ClickHouse when TTFX_TEST_CLICKHOUSE
+// does (scripts/ci-clickhouse.sh). Without them those runs skip, or fail
+// when TTFX_REQUIRE_ALL=1 (CI).
 
 type engine struct {
 	name string
@@ -27,6 +28,7 @@ func engines() []engine {
 	return []engine{
 		{"sqlite", openTestSQLite},
 		{"postgres", openTestPostgres},
+		{"clickhouse", openTestClickHouse},
 	}
 }
 

@@ -1,0 +1,532 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ttfx/ttfx/internal/record"
+)
+
+// chRollupColumns are the rollups table's columns as chStore writes them.
+var chRollupColumns = func() []string {
+	cs := slices.Concat([]string{"level", "start_ns"}, rollupKeyColumns, []string{"writer", "count", "labels"})
+	for _, f := range StatFields {
+		cs = append(cs, f.rollupCol())
+	}
+	return append(cs, "version")
+}()
+
+// chRollupRow returns the values of one rollup row.
+func chRollupRow(level int, start int64, k *rollupKey, writer string, c *rollupCell) ([]any, error) {
+	var stream uint8
+	if k.stream {
+		stream = 1
+	}
+	row := []any{uint8(level), start, k.api, k.route, k.model, k.group, k.channel, k.region, k.provider,
+		stream, k.status, writer, c.count, encodeLabels(c.labels)}
+	for _, sk := range c.sk {
+		if sk == nil || sk.Count() == 0 {
+			row = append(row, nil)
+			continue
+		}
+		b, err := sk.AppendBinary(nil)
+		if err != nil {
+			return nil, err
+		}
+		row = append(row, string(b))
+	}
+	// The version: a unit compacted again holds at least the records it
+	// held before, so the row with the larger count is the newer one.
+	return append(row, uint64(c.count)), nil
+}
+
+// Kinds of rollup_marks rows.
+const (
+	markChanged   = 0 // rows below the unit changed
+	markCompacted = 1 // the unit was compacted
+)
+
+// serverNow is the ClickHouse server's clock in Unix seconds: every
+// gateway stamps marks with it, so their order does not depend on the
+// gateways' clocks agreeing.
+func serverNow(ctx context.Context, db *sql.DB) (int64, error) {
+	var now int64
+	if err := db.QueryRowContext(ctx, "SELECT toInt64(now())").Scan(&now); err != nil {
+		return 0, fmt.Errorf("server clock: %w", err)
+	}
+	return now, nil
+}
+
+// writeRollups writes the minute rollup rows of recs under the batch's
+// token, then marks their ten-minute, hour and day units changed. The mark
+// is stamped after the rows landed, which is what lets a compaction that
+// began later trust that it read them (see Compact).
+func (s *chStore) writeRollups(ctx context.Context, token string, recs []*record.Record) error {
+	cells := map[unitKey]*rollupCell{}
+	for _, r := range recs {
+		k := unitKey{start: floorUnit(r.Timestamp.UnixNano(), time.Minute), key: keyOf(r)}
+		c := cells[k]
+		if c == nil {
+			c = newRollupCell()
+			cells[k] = c
+		}
+		c.add(r)
+	}
+	keys := make([]unitKey, 0, len(cells))
+	for k := range cells {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareUnitKeys)
+	rows := make([][]any, 0, len(keys))
+	for _, k := range keys {
+		row, err := chRollupRow(levelMinute, k.start, &k.key, token, cells[k])
+		if err != nil {
+			return fmt.Errorf("write rollups: %w", err)
+		}
+		rows = append(rows, row)
+	}
+	if err := chInsert(ctx, s.write, "rollups", chRollupColumns, rows); err != nil {
+		return fmt.Errorf("write rollups: %w", err)
+	}
+	now, err := serverNow(ctx, s.write)
+	if err != nil {
+		return fmt.Errorf("write rollups: %w", err)
+	}
+	seen := map[[2]int64]bool{}
+	var marks [][]any
+	for _, k := range keys {
+		for level := levelTenMinute; level < numLevels; level++ {
+			u := [2]int64{int64(level), floorUnit(k.start, levelUnit[level])}
+			if !seen[u] {
+				seen[u] = true
+				marks = append(marks, []any{uint8(level), u[1], uint8(markChanged), now})
+			}
+		}
+	}
+	if err := chInsert(ctx, s.write, "rollup_marks", []string{"level", "start_ns", "kind", "at"}, marks); err != nil {
+		return fmt.Errorf("mark rollups dirty: %w", err)
+	}
+	return nil
+}
+
+// chDirtyHaving selects, of rollup_marks grouped by unit, the units changed
+// since they were last compacted (or never compacted). Marks are in whole
+// seconds, so a change in the second a compaction began leaves the unit
+// dirty: it is compacted once more rather than trusted.
+const chDirtyHaving = " GROUP BY level, start_ns HAVING maxIf(at, kind = 0) >= maxIf(at, kind = 1) OR countIf(kind = 1) = 0"
+
+// Compact implements Compactor as on the SQL engines: units that ended
+// CompactionGrace ago and changed since they were compacted, finest first,
+// each made from the next finer level's rows.
+//
+// Without transactions, the order of reads and writes carries the
+// guarantee. A compaction reads the server's clock before it reads the
+// finer rows and stamps its mark with that; an insert stamps its change
+// mark after its rows landed. A change mark older (strictly) than the
+// compaction's was made after rows the compaction read; any other leaves
+// the unit dirty, to be read from finer rows and compacted again.
+func (s *chStore) Compact(ctx context.Context, now time.Time) (int, error) {
+	var or []string
+	for level := levelTenMinute; level < numLevels; level++ {
+		cut := now.Add(-levelUnit[level] - CompactionGrace).UnixNano()
+		or = append(or, "(level = "+strconv.Itoa(level)+" AND start_ns <= "+strconv.FormatInt(cut, 10)+")")
+	}
+	rows, err := s.write.QueryContext(ctx, "SELECT level, start_ns FROM rollup_marks FINAL WHERE "+strings.Join(or, " OR ")+
+		chDirtyHaving+" ORDER BY level, start_ns LIMIT "+strconv.Itoa(maxCompactPerCall))
+	if err != nil {
+		return 0, fmt.Errorf("compact: %w", err)
+	}
+	var units [][2]int64
+	for rows.Next() {
+		var level uint8
+		var start int64
+		if err := rows.Scan(&level, &start); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("compact: %w", err)
+		}
+		units = append(units, [2]int64{int64(level), start})
+	}
+	if err := rows.Close(); err != nil {
+		return 0, fmt.Errorf("compact: %w", err)
+	}
+	made := 0
+	for _, u := range units {
+		ok, err := s.compactUnit(ctx, int(u[0]), u[1])
+		if err != nil {
+			return made, err
+		}
+		if ok {
+			made++
+		}
+	}
+	return made, nil
+}
+
+// compactUnit remakes one unit's rows from the next finer level's and marks
+// it compacted. It reports false when a finer unit is still dirty.
+func (s *chStore) compactUnit(ctx context.Context, level int, start int64) (bool, error) {
+	began, err := serverNow(ctx, s.write)
+	if err != nil {
+		return false, fmt.Errorf("compact: %w", err)
+	}
+	end := start + int64(levelUnit[level])
+	if level-1 > levelMinute {
+		var dirty uint64
+		err := s.write.QueryRowContext(ctx, "SELECT count() FROM (SELECT level, start_ns FROM rollup_marks FINAL WHERE level = ? AND start_ns >= ? AND start_ns < ?"+
+			chDirtyHaving+")", uint8(level-1), start, end).Scan(&dirty)
+		if err != nil {
+			return false, fmt.Errorf("compact: %w", err)
+		}
+		if dirty > 0 {
+			return false, nil
+		}
+	}
+	cells := map[rollupKey]*rollupCell{}
+	rows, err := s.write.QueryContext(ctx, "SELECT "+selectRollup+" FROM rollups FINAL WHERE level = ? AND start_ns >= ? AND start_ns < ?",
+		uint8(level-1), start, end)
+	if err != nil {
+		return false, fmt.Errorf("compact: %w", err)
+	}
+	for rows.Next() {
+		var sr chScannedRollup
+		if err := sr.scan(rows); err != nil {
+			rows.Close()
+			return false, fmt.Errorf("compact: %w", err)
+		}
+		c := cells[sr.key]
+		if c == nil {
+			c = newRollupCell()
+			cells[sr.key] = c
+		}
+		if err := c.mergeRow(sr.count, sr.labels, sr.sketches); err != nil {
+			rows.Close()
+			return false, fmt.Errorf("compact: %w", err)
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return false, fmt.Errorf("compact: %w", err)
+	}
+	keys := make([]rollupKey, 0, len(cells))
+	for k := range cells {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b rollupKey) int { return compareKeys(&a, &b) })
+	out := make([][]any, 0, len(keys))
+	for _, k := range keys {
+		row, err := chRollupRow(level, start, &k, "", cells[k])
+		if err != nil {
+			return false, fmt.Errorf("compact: %w", err)
+		}
+		out = append(out, row)
+	}
+	if err := chInsert(ctx, s.write, "rollups", chRollupColumns, out); err != nil {
+		return false, fmt.Errorf("compact: %w", err)
+	}
+	err = chInsert(ctx, s.write, "rollup_marks", []string{"level", "start_ns", "kind", "at"},
+		[][]any{{uint8(level), start, uint8(markCompacted), began}})
+	if err != nil {
+		return false, fmt.Errorf("compact: %w", err)
+	}
+	return true, nil
+}
+
+// chScannedRollup is one rollup row read with selectRollup.
+type chScannedRollup struct {
+	key      rollupKey
+	count    int64
+	labels   string
+	sketches [][]byte
+}
+
+func (r *chScannedRollup) scan(rows *sql.Rows) error {
+	var level, stream uint8
+	var start int64
+	raw := make([]sql.RawBytes, len(StatFields))
+	dest := []any{&level, &start, &r.key.api, &r.key.route, &r.key.model, &r.key.group, &r.key.channel,
+		&r.key.region, &r.key.provider, &stream, &r.key.status, &r.count, &r.labels}
+	for i := range raw {
+		dest = append(dest, &raw[i])
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.key.stream = stream != 0
+	r.sketches = make([][]byte, len(raw))
+	for i, b := range raw {
+		r.sketches[i] = b
+	}
+	return nil
+}
+
+// Stats implements Store.Stats as on the SQL engines — the same rollups,
+// the same plan over days, hours, ten minutes and minutes, the same
+// sketches merged by the same code — so the three engines answer alike.
+func (s *chStore) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
+	fields, dimCols, err := resolveStats(&q)
+	if err != nil {
+		return Stats{}, err
+	}
+	select {
+	case s.statsSlots <- struct{}{}:
+		defer func() { <-s.statsSlots }()
+	case <-ctx.Done():
+		return Stats{}, fmt.Errorf("stats: waiting for one of %d summaries running to finish: %w", MaxConcurrentStats, ctx.Err())
+	}
+	acc := newStatsAcc(&q, fields, dimCols)
+	st := emptyStats(&q, fields)
+	if why := rowsReason(&q); why != "" {
+		st.Method = MethodRows
+		st.From, st.To = q.Filter.From, q.Filter.To
+		if err := s.statsFromRows(ctx, &q, acc, why); err != nil {
+			return Stats{}, err
+		}
+	} else {
+		st.Method = MethodRollups
+		if st.From, st.To, err = s.statsFromRollups(ctx, &q, acc); err != nil {
+			return Stats{}, err
+		}
+	}
+	acc.finish(&st)
+	return st, nil
+}
+
+// statsFromRollups is sqlStore.statsFromRollups over ClickHouse: the
+// dirty units come from rollup_marks, and rows are read FINAL so that a
+// row written twice counts once.
+func (s *chStore) statsFromRollups(ctx context.Context, q *StatsQuery, acc *statsAcc) (time.Time, time.Time, error) {
+	var fromT, toT time.Time
+	from, to := int64(math.MinInt64), int64(math.MaxInt64)
+	if !q.Filter.From.IsZero() {
+		from = floorUnit(unixNano(q.Filter.From), time.Minute)
+		fromT = time.Unix(0, from).UTC()
+	}
+	if !q.Filter.To.IsZero() {
+		to = unixNano(q.Filter.To)
+		if to <= math.MaxInt64-int64(time.Minute) {
+			to = ceilUnit(to, int64(time.Minute))
+			toT = time.Unix(0, to).UTC()
+		}
+	}
+	var n uint64
+	var lo, hi int64
+	if err := s.read.QueryRowContext(ctx, `SELECT count(), min(start_ns), max(start_ns) FROM rollups WHERE level = 0`).Scan(&n, &lo, &hi); err != nil {
+		return fromT, toT, fmt.Errorf("stats: %w", err)
+	}
+	if n == 0 {
+		return fromT, toT, nil
+	}
+	from = max(from, floorUnit(lo, 24*time.Hour))
+	to = min(to, floorUnit(hi, 24*time.Hour)+int64(24*time.Hour))
+	if from >= to {
+		return fromT, toT, nil
+	}
+	plan := rollupPlan{dirty: map[[2]int64]bool{}}
+	for level := range numLevels {
+		plan.allowed[level] = q.Bucket == 0 || q.Bucket%levelUnit[level] == 0
+	}
+	rows, err := s.read.QueryContext(ctx, "SELECT level, start_ns FROM rollup_marks FINAL WHERE start_ns >= ? AND start_ns < ?"+chDirtyHaving, from, to)
+	if err != nil {
+		return fromT, toT, fmt.Errorf("stats: %w", err)
+	}
+	for rows.Next() {
+		var level uint8
+		var start int64
+		if err := rows.Scan(&level, &start); err != nil {
+			rows.Close()
+			return fromT, toT, fmt.Errorf("stats: %w", err)
+		}
+		plan.dirty[[2]int64{int64(level), start}] = true
+	}
+	if err := rows.Close(); err != nil {
+		return fromT, toT, fmt.Errorf("stats: %w", err)
+	}
+	plan.cover(levelDay, from, to)
+	for level := range numLevels {
+		var spans []unitSpan
+		for _, sp := range plan.spans {
+			if sp.level == level {
+				spans = append(spans, sp)
+			}
+		}
+		if len(spans) > 0 {
+			if err := s.readRollups(ctx, q, acc, level, spans); err != nil {
+				return fromT, toT, err
+			}
+		}
+	}
+	return fromT, toT, nil
+}
+
+// readRollups merges the rollup rows of one level within spans into acc.
+func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc, level int, spans []unitSpan) error {
+	var w chWhere
+	w.cond("level = ?", uint8(level))
+	envelope := len(spans) > maxSpansInSQL
+	if envelope {
+		w.cond("start_ns >= ? AND start_ns < ?", spans[0].from, spans[len(spans)-1].to)
+	} else {
+		var or []string
+		for _, sp := range spans {
+			or = append(or, "(start_ns >= "+strconv.FormatInt(sp.from, 10)+" AND start_ns < "+strconv.FormatInt(sp.to, 10)+")")
+		}
+		w.cond("(" + strings.Join(or, " OR ") + ")")
+	}
+	f := &q.Filter
+	for _, c := range []struct{ col, v string }{{"model", f.Model}, {"channel", f.Channel}, {"group_name", f.Group}, {"status", f.Status}} {
+		if c.v != "" {
+			w.cond(c.col+" = ?", c.v)
+		}
+	}
+	if f.Stream != nil {
+		var v uint8
+		if *f.Stream {
+			v = 1
+		}
+		w.cond("stream = ?", v)
+	}
+	sel := []string{"start_ns", "status", "count", "labels"}
+	sel = append(sel, acc.dimCols...)
+	for _, fi := range acc.fields {
+		sel = append(sel, StatFields[fi].rollupCol())
+	}
+	rows, err := s.read.QueryContext(ctx, "SELECT "+strings.Join(sel, ", ")+" FROM rollups FINAL"+w.String(), w.args...)
+	if err != nil {
+		return fmt.Errorf("stats: rollups: %w", err)
+	}
+	defer rows.Close()
+	var start, count int64
+	var status, labels sql.RawBytes
+	nd := len(acc.dimCols)
+	dims := make([]sql.RawBytes, nd)
+	sketches := make([]sql.RawBytes, len(acc.fields))
+	dest := []any{&start, &status, &count, &labels}
+	for i := range dims {
+		dest = append(dest, &dims[i])
+	}
+	for i := range sketches {
+		dest = append(dest, &sketches[i])
+	}
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return fmt.Errorf("stats: rollups: %w", err)
+		}
+		if envelope && !inSpans(spans, start) {
+			continue
+		}
+		for i := range nd {
+			acc.setDim(i, dims[i])
+		}
+		c := acc.cell(start)
+		c.addCount(status, count)
+		if len(labels) > 0 {
+			addLabels(c.labels, string(labels))
+		}
+		for i, sk := range sketches {
+			if len(sk) == 0 {
+				continue
+			}
+			if err := c.sketchOf(i).MergeBinary(sk); err != nil {
+				return fmt.Errorf("stats: rollup of %s at %s: %w", StatFields[acc.fields[i]].Name,
+					time.Unix(0, start).UTC().Format(time.RFC3339), err)
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("stats: rollups: %w", err)
+	}
+	return nil
+}
+
+// statsFromRows answers q from the records (see sqlStore.statsFromRows):
+// one query reads the group keys, status, fields and labels of each
+// matching record, FINAL so that a record written twice counts once.
+func (s *chStore) statsFromRows(ctx context.Context, q *StatsQuery, acc *statsAcc, why string) error {
+	var raw []string
+	colIdx := make([][]int, len(acc.fields))
+	for i, fi := range acc.fields {
+		for _, c := range StatFields[fi].cols {
+			j := slices.Index(raw, c)
+			if j < 0 {
+				j = len(raw)
+				raw = append(raw, c)
+			}
+			colIdx[i] = append(colIdx[i], j)
+		}
+	}
+	dimCols := acc.dimCols
+	sel := slices.Concat(dimCols, []string{"timestamp_ns", "status", "labels"}, raw)
+	var w chWhere
+	w.match(&q.Filter)
+	rows, err := s.read.QueryContext(ctx, "SELECT "+strings.Join(sel, ", ")+" FROM requests FINAL"+w.String(), w.args...)
+	if err != nil {
+		return fmt.Errorf("stats: %w", err)
+	}
+	defer rows.Close()
+	vals := make([]any, len(sel))
+	dest := make([]any, len(sel))
+	for i := range dest {
+		dest[i] = &vals[i]
+	}
+	nd := len(dimCols)
+	in := make([]float64, 2)
+	scanned := 0
+	for rows.Next() {
+		if scanned++; scanned > s.maxStatsRows {
+			return fmt.Errorf("%w: more than %d records match, and %s makes this summary read records rather than rollups; "+
+				"narrow the window or filter, or drop %[3]s to have it answered from rollups", ErrBadQuery, s.maxStatsRows, why)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return fmt.Errorf("stats: %w", err)
+		}
+		for i := range nd {
+			v := vals[i]
+			if dimCols[i] == "stream" {
+				if b, ok := v.(uint8); ok {
+					v = b != 0
+				}
+			}
+			acc.setDim(i, []byte(dimValue(dimCols[i], v)))
+		}
+		ts, _ := vals[nd].(int64)
+		c := acc.cell(ts)
+		c.addCount([]byte(asString(vals[nd+1])), 1)
+		labels, _ := vals[nd+2].([]string)
+		for i, l := range labels {
+			lc := c.labels[l]
+			lc.Count++
+			if i == 0 {
+				lc.Primary++
+			}
+			c.labels[l] = lc
+		}
+		for i, fi := range acc.fields {
+			ok := true
+			for k, j := range colIdx[i] {
+				v, present := asFloat(vals[nd+3+j])
+				if !present {
+					ok = false
+					break
+				}
+				in[k] = v
+			}
+			if !ok {
+				continue
+			}
+			v := in[0]
+			if f := &StatFields[fi]; f.derive != nil {
+				v = f.derive(in)
+			}
+			c.sketchOf(i).Add(v)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("stats: %w", err)
+	}
+	return nil
+}
