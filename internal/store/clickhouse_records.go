@@ -68,9 +68,9 @@ func chRequestRow(r *record.Record, batch string) []any {
 	n := len(atts)
 	var (
 		channel, status, errs, role, outcome = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		start, headers, headersAt, first      = make([]*float64, n), make([]*float64, n), make([]*float64, n), make([]*float64, n)
-		httpStatus                            = make([]int64, n)
-		tin, tout                             = make([]*int64, n), make([]*int64, n)
+		start, headers, headersAt, first     = make([]*float64, n), make([]*float64, n), make([]*float64, n), make([]*float64, n)
+		httpStatus                           = make([]int64, n)
+		tin, tout                            = make([]*int64, n), make([]*int64, n)
 	)
 	for i := range atts {
 		a := &atts[i]
