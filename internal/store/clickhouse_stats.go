@@ -123,7 +123,10 @@ const chDirtyHaving = " GROUP BY level, start_ns HAVING maxIf(at, kind = 0) >= m
 
 // Compact implements Compactor as on the SQL engines: units that ended
 // CompactionGrace ago and changed since they were compacted, finest first,
-// each made from the next finer level's rows.
+// each made from the next finer level's rows. A level's units are made
+// together, with one read and one insert: every insert is a part on disk
+// that merges must fold away, and a part per unit outran them (ClickHouse
+// delays inserts past 150 parts in a partition).
 //
 // Without transactions, the order of reads and writes carries the
 // guarantee. A compaction reads the server's clock before it reads the
@@ -132,112 +135,128 @@ const chDirtyHaving = " GROUP BY level, start_ns HAVING maxIf(at, kind = 0) >= m
 // compaction's was made after rows the compaction read; any other leaves
 // the unit dirty, to be read from finer rows and compacted again.
 func (s *chStore) Compact(ctx context.Context, now time.Time) (int, error) {
-	var or []string
-	for level := levelTenMinute; level < numLevels; level++ {
-		cut := now.Add(-levelUnit[level] - CompactionGrace).UnixNano()
-		or = append(or, "(level = "+strconv.Itoa(level)+" AND start_ns <= "+strconv.FormatInt(cut, 10)+")")
-	}
-	rows, err := s.write.QueryContext(ctx, "SELECT level, start_ns FROM rollup_marks FINAL WHERE "+strings.Join(or, " OR ")+
-		chDirtyHaving+" ORDER BY level, start_ns LIMIT "+strconv.Itoa(maxCompactPerCall))
-	if err != nil {
-		return 0, fmt.Errorf("compact: %w", err)
-	}
-	var units [][2]int64
-	for rows.Next() {
-		var level uint8
-		var start int64
-		if err := rows.Scan(&level, &start); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("compact: %w", err)
-		}
-		units = append(units, [2]int64{int64(level), start})
-	}
-	if err := rows.Close(); err != nil {
-		return 0, fmt.Errorf("compact: %w", err)
-	}
 	made := 0
-	for _, u := range units {
-		ok, err := s.compactUnit(ctx, int(u[0]), u[1])
+	for level := levelTenMinute; level < numLevels && made < maxCompactPerCall; level++ {
+		n, err := s.compactLevel(ctx, level, now.Add(-levelUnit[level]-CompactionGrace).UnixNano(), maxCompactPerCall-made)
+		made += n
 		if err != nil {
 			return made, err
-		}
-		if ok {
-			made++
 		}
 	}
 	return made, nil
 }
 
-// compactUnit remakes one unit's rows from the next finer level's and marks
-// it compacted. It reports false when a finer unit is still dirty.
-func (s *chStore) compactUnit(ctx context.Context, level int, start int64) (bool, error) {
+// dirtyUnits returns the starts of level's dirty units in [from, to).
+func (s *chStore) dirtyUnits(ctx context.Context, level int, from, to int64, limit int) ([]int64, error) {
+	q := "SELECT start_ns FROM rollup_marks FINAL WHERE level = ? AND start_ns >= ? AND start_ns < ?" + chDirtyHaving + " ORDER BY start_ns"
+	if limit > 0 {
+		q += " LIMIT " + strconv.Itoa(limit)
+	}
+	rows, err := s.write.QueryContext(ctx, q, uint8(level), from, to)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var start int64
+		if err := rows.Scan(&start); err != nil {
+			return nil, err
+		}
+		out = append(out, start)
+	}
+	return out, rows.Err()
+}
+
+// compactLevel makes up to limit dirty units of level that start by cut.
+// A unit with a dirty finer unit stays dirty for a later call.
+func (s *chStore) compactLevel(ctx context.Context, level int, cut int64, limit int) (int, error) {
+	units, err := s.dirtyUnits(ctx, level, math.MinInt64, cut+1, limit)
+	if err != nil || len(units) == 0 {
+		return 0, err
+	}
+	u := int64(levelUnit[level])
+	from, to := units[0], units[len(units)-1]+u
+	if level-1 > levelMinute {
+		finer, err := s.dirtyUnits(ctx, level-1, from, to, 0)
+		if err != nil {
+			return 0, fmt.Errorf("compact: %w", err)
+		}
+		blocked := map[int64]bool{}
+		for _, f := range finer {
+			blocked[floorUnit(f, levelUnit[level])] = true
+		}
+		units = slices.DeleteFunc(units, func(start int64) bool { return blocked[start] })
+		if len(units) == 0 {
+			return 0, nil
+		}
+	}
 	began, err := serverNow(ctx, s.write)
 	if err != nil {
-		return false, fmt.Errorf("compact: %w", err)
+		return 0, fmt.Errorf("compact: %w", err)
 	}
-	end := start + int64(levelUnit[level])
-	if level-1 > levelMinute {
-		var dirty uint64
-		err := s.write.QueryRowContext(ctx, "SELECT count() FROM (SELECT level, start_ns FROM rollup_marks FINAL WHERE level = ? AND start_ns >= ? AND start_ns < ?"+
-			chDirtyHaving+")", uint8(level-1), start, end).Scan(&dirty)
-		if err != nil {
-			return false, fmt.Errorf("compact: %w", err)
-		}
-		if dirty > 0 {
-			return false, nil
-		}
+	want := make(map[int64]bool, len(units))
+	for _, start := range units {
+		want[start] = true
 	}
-	cells := map[rollupKey]*rollupCell{}
+	cells := map[unitKey]*rollupCell{}
 	rows, err := s.write.QueryContext(ctx, "SELECT "+selectRollup+" FROM rollups FINAL WHERE level = ? AND start_ns >= ? AND start_ns < ?",
-		uint8(level-1), start, end)
+		uint8(level-1), from, to)
 	if err != nil {
-		return false, fmt.Errorf("compact: %w", err)
+		return 0, fmt.Errorf("compact: %w", err)
 	}
 	for rows.Next() {
 		var sr chScannedRollup
 		if err := sr.scan(rows); err != nil {
 			rows.Close()
-			return false, fmt.Errorf("compact: %w", err)
+			return 0, fmt.Errorf("compact: %w", err)
 		}
-		c := cells[sr.key]
+		k := unitKey{start: floorUnit(sr.start, levelUnit[level]), key: sr.key}
+		if !want[k.start] {
+			continue
+		}
+		c := cells[k]
 		if c == nil {
 			c = newRollupCell()
-			cells[sr.key] = c
+			cells[k] = c
 		}
 		if err := c.mergeRow(sr.count, sr.labels, sr.sketches); err != nil {
 			rows.Close()
-			return false, fmt.Errorf("compact: %w", err)
+			return 0, fmt.Errorf("compact: %w", err)
 		}
 	}
 	if err := rows.Close(); err != nil {
-		return false, fmt.Errorf("compact: %w", err)
+		return 0, fmt.Errorf("compact: %w", err)
 	}
-	keys := make([]rollupKey, 0, len(cells))
+	keys := make([]unitKey, 0, len(cells))
 	for k := range cells {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b rollupKey) int { return compareKeys(&a, &b) })
+	slices.SortFunc(keys, compareUnitKeys)
 	out := make([][]any, 0, len(keys))
 	for _, k := range keys {
-		row, err := chRollupRow(level, start, &k, "", cells[k])
+		row, err := chRollupRow(level, k.start, &k.key, "", cells[k])
 		if err != nil {
-			return false, fmt.Errorf("compact: %w", err)
+			return 0, fmt.Errorf("compact: %w", err)
 		}
 		out = append(out, row)
 	}
 	if err := chInsert(ctx, s.write, "rollups", chRollupColumns, out); err != nil {
-		return false, fmt.Errorf("compact: %w", err)
+		return 0, fmt.Errorf("compact: %w", err)
 	}
-	err = chInsert(ctx, s.write, "rollup_marks", []string{"level", "start_ns", "kind", "at"},
-		[][]any{{uint8(level), start, uint8(markCompacted), began}})
-	if err != nil {
-		return false, fmt.Errorf("compact: %w", err)
+	marks := make([][]any, len(units))
+	for i, start := range units {
+		marks[i] = []any{uint8(level), start, uint8(markCompacted), began}
 	}
-	return true, nil
+	if err := chInsert(ctx, s.write, "rollup_marks", []string{"level", "start_ns", "kind", "at"}, marks); err != nil {
+		return 0, fmt.Errorf("compact: %w", err)
+	}
+	return len(units), nil
 }
 
 // chScannedRollup is one rollup row read with selectRollup.
 type chScannedRollup struct {
+	start    int64
 	key      rollupKey
 	count    int64
 	labels   string
@@ -246,9 +265,8 @@ type chScannedRollup struct {
 
 func (r *chScannedRollup) scan(rows *sql.Rows) error {
 	var level, stream uint8
-	var start int64
 	raw := make([]sql.RawBytes, len(StatFields))
-	dest := []any{&level, &start, &r.key.api, &r.key.route, &r.key.model, &r.key.group, &r.key.channel,
+	dest := []any{&level, &r.start, &r.key.api, &r.key.route, &r.key.model, &r.key.group, &r.key.channel,
 		&r.key.region, &r.key.provider, &stream, &r.key.status, &r.count, &r.labels}
 	for i := range raw {
 		dest = append(dest, &raw[i])

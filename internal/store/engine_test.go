@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -30,6 +31,48 @@ func engines() []engine {
 		{"postgres", openTestPostgres},
 		{"clickhouse", openTestClickHouse},
 	}
+}
+
+// sqlEngines are the engines of sqlStore (one schema, migrations/), for the
+// tests of what they share beyond the Store contract.
+func sqlEngines() []engine {
+	var out []engine
+	for _, e := range engines() {
+		if e.name != "clickhouse" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// readDB and writeDB return a store's pools, for tests that look inside.
+func readDB(s Store) *sql.DB {
+	if c, ok := s.(*chStore); ok {
+		return c.read
+	}
+	return s.(*sqlStore).read
+}
+
+func writeDB(s Store) *sql.DB {
+	if c, ok := s.(*chStore); ok {
+		return c.write
+	}
+	return s.(*sqlStore).write
+}
+
+func setMaxStatsRows(s Store, n int) {
+	if c, ok := s.(*chStore); ok {
+		c.maxStatsRows = n
+		return
+	}
+	s.(*sqlStore).maxStatsRows = n
+}
+
+func statsSlotsOf(s Store) chan struct{} {
+	if c, ok := s.(*chStore); ok {
+		return c.statsSlots
+	}
+	return s.(*sqlStore).statsSlots
 }
 
 // forEachEngine runs fn as a subtest per engine, each with a fresh store.

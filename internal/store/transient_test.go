@@ -318,7 +318,7 @@ func TestWriterNotStarvedByReads(t *testing.T) {
 	// Every read connection busy (as with a burst of /api/stats calls):
 	// the writer still writes at once, on connections of its own.
 	forEachEngine(t, func(t *testing.T, s Store) {
-		read := s.(*sqlStore).read
+		read := readDB(s)
 		n := read.Stats().MaxOpenConnections
 		if n <= 0 {
 			t.Fatal("the read pool is unbounded: it cannot be saturated, and neither can the database")
