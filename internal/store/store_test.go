@@ -491,7 +491,7 @@ func TestConcurrentFirstOpen(t *testing.T) {
 	// Replicas starting at once against an empty database: one migrates,
 	// the others wait for it and find the schema in place.
 	dsns := map[string]func(t *testing.T) string{
-		"sqlite":   func(t *testing.T) string { return "sqlite:" + t.TempDir() + "/fresh.db" },
+		"sqlite":     func(t *testing.T) string { return "sqlite:" + t.TempDir() + "/fresh.db" },
 		"postgres":   func(t *testing.T) string { return testenv.PostgresSchema(t) },
 		"clickhouse": func(t *testing.T) string { return testenv.ClickHouseDatabase(t) },
 	}
