@@ -164,7 +164,6 @@ const (
 	chLockStale    = 5 * time.Minute
 	chLockWait     = 2 * time.Minute
 	chTableExists  = 57
-	chUnknownTable = 60
 )
 
 // chMigrate applies the ClickHouse migrations not yet recorded in
@@ -228,21 +227,17 @@ func chMigrate(ctx context.Context, db *sql.DB) error {
 }
 
 // chLock takes the migrations' lock table, waiting up to chLockWait for
-// another holder, and returns its release.
+// another holder, and returns its release. The lock's age is its table's
+// creation time on the server's clock (system.tables), so it needs no row
+// and every gateway reads the same age.
 func chLock(ctx context.Context, db *sql.DB) (func(), error) {
 	var b [8]byte
 	rand.Read(b[:])
 	owner := hex.EncodeToString(b[:])
 	deadline := time.Now().Add(chLockWait)
 	for {
-		_, err := db.ExecContext(ctx, "CREATE TABLE "+chLockTable+" (owner String, at DateTime) ENGINE = TinyLog")
+		_, err := db.ExecContext(ctx, "CREATE TABLE "+chLockTable+" (owner String) ENGINE = Memory")
 		if err == nil {
-			// Stamp it with the server's clock, which every gateway
-			// reads the age from.
-			if _, err := db.ExecContext(ctx, "INSERT INTO "+chLockTable+" SELECT '"+owner+"', now()"); err != nil {
-				db.ExecContext(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+chLockTable)
-				return nil, fmt.Errorf("lock: %w", err)
-			}
 			return func() {
 				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 				defer cancel()
@@ -253,17 +248,15 @@ func chLock(ctx context.Context, db *sql.DB) (func(), error) {
 			return nil, fmt.Errorf("lock: %w", err)
 		}
 		// Held: by a live migrator, or by one that died.
-		var age sql.NullInt64
-		err = db.QueryRowContext(ctx, "SELECT toInt64(now()) - toInt64(max(at)) FROM "+chLockTable).Scan(&age)
-		switch {
-		case err == nil && age.Valid && time.Duration(age.Int64)*time.Second > chLockStale:
-			_, err := db.ExecContext(ctx, "RENAME TABLE "+chLockTable+" TO "+chLockTable+"_stale_"+owner)
-			if err == nil {
-				db.ExecContext(ctx, "DROP TABLE IF EXISTS "+chLockTable+"_stale_"+owner)
+		var age int64
+		err = db.QueryRowContext(ctx, `SELECT toInt64(now()) - toInt64(metadata_modification_time) FROM system.tables
+			WHERE database = currentDatabase() AND name = ?`, chLockTable).Scan(&age)
+		if err == nil && time.Duration(age)*time.Second > chLockStale {
+			stale := chLockTable + "_stale_" + owner
+			if _, err := db.ExecContext(ctx, "RENAME TABLE "+chLockTable+" TO "+stale); err == nil {
+				db.ExecContext(ctx, "DROP TABLE IF EXISTS "+stale)
 			}
 			continue
-		case err != nil && chCode(err) != chUnknownTable:
-			return nil, fmt.Errorf("lock: %w", err)
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("lock: another gateway has held %s for over %v", chLockTable, chLockWait)
