@@ -160,10 +160,10 @@ func loadCHMigrations() ([]migration, error) {
 // away (RENAME is atomic too: of several waiters one succeeds) and taken
 // anew.
 const (
-	chLockTable    = "schema_migrations_lock"
-	chLockStale    = 5 * time.Minute
-	chLockWait     = 2 * time.Minute
-	chTableExists  = 57
+	chLockTable   = "schema_migrations_lock"
+	chLockStale   = 5 * time.Minute
+	chLockWait    = 2 * time.Minute
+	chTableExists = 57
 )
 
 // chMigrate applies the ClickHouse migrations not yet recorded in
