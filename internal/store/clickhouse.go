@@ -33,7 +33,8 @@ import (
 // ClickHouse has no transactions and no unique keys. What the SQL engines
 // get from them is built here from two things that it has: a
 // ReplacingMergeTree keeps one row per sorting key once merged (reads take
-// FINAL or LIMIT 1 BY until then), and CREATE TABLE is atomic, so it can
+// FINAL or LIMIT 1 BY until then, or drop duplicates in Go), and CREATE
+// TABLE is atomic, so it can
 // serve as the migrations' lock (see chMigrate).
 type chStore struct {
 	write *sql.DB // inserts, partition drops, compaction, pings

@@ -148,7 +148,7 @@ func (s *chStore) Compact(ctx context.Context, now time.Time) (int, error) {
 
 // dirtyUnits returns the starts of level's dirty units in [from, to).
 func (s *chStore) dirtyUnits(ctx context.Context, level int, from, to int64, limit int) ([]int64, error) {
-	q := "SELECT start_ns FROM rollup_marks FINAL WHERE level = ? AND start_ns >= ? AND start_ns < ?" + chDirtyHaving + " ORDER BY start_ns"
+	q := "SELECT start_ns FROM rollup_marks WHERE level = ? AND start_ns >= ? AND start_ns < ?" + chDirtyHaving + " ORDER BY start_ns"
 	if limit > 0 {
 		q += " LIMIT " + strconv.Itoa(limit)
 	}
@@ -462,7 +462,7 @@ func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc,
 		keyCols      [][]byte
 		sketches     [][]byte
 	}
-	seen := map[string]bool{}    // level 0: names read
+	seen := map[string]bool{}     // level 0: names read
 	held := map[string]*heldRow{} // level 1 and up: the largest row of each name
 	var name []byte
 	add := func(start, count int64, labels []byte, keyCols, sketches [][]byte) error {

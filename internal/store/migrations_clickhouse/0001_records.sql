@@ -6,7 +6,8 @@
 -- (intDiv of Unix ns: no time zone involved), so retention drops whole
 -- partitions, and is a ReplacingMergeTree, so a row written twice (a batch
 -- retried after an ambiguous failure) is one row once merged; reads take
--- FINAL or LIMIT 1 BY where a duplicate could still be visible.
+-- FINAL or LIMIT 1 BY, or drop duplicates in Go, where one could still be
+-- visible.
 
 -- One row per request. Times are Unix ns (Int64); milliseconds are Float64;
 -- a mark, token count or rate that did not happen is NULL, never 0.
