@@ -443,3 +443,36 @@ func TestWriterTakesTheStoresBatching(t *testing.T) {
 		t.Errorf("batches %v, want [1000 1000 500]", c.sizes)
 	}
 }
+
+// TestClickHouseQuotedIDs: request ids reach ClickHouse inside IN lists as
+// quoted literals; quotes, backslashes and placeholder characters in an id
+// neither break the query nor match another id.
+func TestClickHouseQuotedIDs(t *testing.T) {
+	s, _ := openTestClickHouse(t)
+	ids := []string{`it's`, `back\slash`, `back\\'both`, `q?mark`, `"dq"`, `$1`, `ünï`, `x' OR '1'='1`}
+	var recs []record.Record
+	for i, id := range ids {
+		recs = append(recs, sparseRecord(id, testBase.Add(time.Duration(i)*time.Second)))
+	}
+	insert(t, s, recs...)
+	insert(t, s, recs...) // the stored-id lookup names them all
+	for _, id := range ids {
+		r, err := s.Get(ctxT(t), id)
+		if err != nil || r.RequestID != id {
+			t.Errorf("Get(%q): %q, %v", id, r.RequestID, err)
+		}
+	}
+	if _, err := s.Get(ctxT(t), `x`); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get(x): %v", err)
+	}
+	p := must(s.List(ctxT(t), Filter{Limit: MaxLimit}))
+	var got []string
+	for _, r := range p.Records {
+		got = append(got, r.RequestID)
+	}
+	slices.Sort(got)
+	want := slices.Sorted(slices.Values(ids))
+	if !slices.Equal(got, want) {
+		t.Errorf("listed %q, want %q", got, want)
+	}
+}
