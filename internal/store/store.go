@@ -59,7 +59,7 @@ type Store interface {
 	DeleteBefore(ctx context.Context, t time.Time, limit int) (int, error)
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error
-	// Engine names the database engine: "sqlite" or "postgres".
+	// Engine names the database engine: "sqlite", "postgres" or "clickhouse".
 	Engine() string
 	// Close releases the database connections.
 	Close() error
