@@ -83,8 +83,10 @@ func keyring() *auth.Keyring {
 
 // fixture serves the API over a SQLite store with three records: two of
 // group team-a (made by client-a and client-a2) and one of team-b.
-func fixture(t *testing.T) (*httptest.Server, store.Store) {
-	s := openSQLite(t)
+func fixture(t *testing.T) (*httptest.Server, store.Store) { return fixtureOn(t, openSQLite(t)) }
+
+// fixtureOn is fixture over s, a store of any engine.
+func fixtureOn(t *testing.T, s store.Store) (*httptest.Server, store.Store) {
 	if err := s.Insert(context.Background(), []record.Record{
 		rec("req-a1", "team-a", "client-a", now.Add(-3*time.Minute)),
 		rec("req-a2", "team-a", "client-a2", now.Add(-2*time.Minute)),
@@ -170,7 +172,11 @@ func statsCount(t *testing.T, a answer) int {
 // no key (and an unknown key, and a viewer without a group) against every
 // endpoint.
 func TestAccessMatrix(t *testing.T) {
-	srv, _ := fixture(t)
+	t.Run("sqlite", func(t *testing.T) { srv, _ := fixture(t); accessMatrix(t, srv) })
+	t.Run("clickhouse", func(t *testing.T) { srv, _ := fixtureOn(t, openClickHouse(t)); accessMatrix(t, srv) })
+}
+
+func accessMatrix(t *testing.T, srv *httptest.Server) {
 	type want struct {
 		status int
 		ids    []string // for lists: the records visible; for stats: len is the count

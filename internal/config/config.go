@@ -40,7 +40,7 @@ var DefaultTimeouts = Timeouts{
 // Config is the whole configuration file.
 type Config struct {
 	Listen    string   `yaml:"listen"`
-	Store     string   `yaml:"store"`     // sqlite:FILE or postgres://…
+	Store     string   `yaml:"store"`     // sqlite:FILE, postgres://… or clickhouse://…
 	Retention Duration `yaml:"retention"` // records older than this are deleted; 0 = default
 
 	Keys     []Key     `yaml:"keys"`
@@ -470,8 +470,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.validateRoutes()...)
-	if !strings.HasPrefix(c.Store, "sqlite:") && !strings.HasPrefix(c.Store, "postgres://") && !strings.HasPrefix(c.Store, "postgresql://") {
-		errs = append(errs, fmt.Errorf("store %q: want sqlite:FILE or postgres://…", c.Store))
+	if !strings.HasPrefix(c.Store, "sqlite:") && !strings.HasPrefix(c.Store, "postgres://") && !strings.HasPrefix(c.Store, "postgresql://") &&
+		!strings.HasPrefix(c.Store, "clickhouse://") {
+		errs = append(errs, fmt.Errorf("store %q: want sqlite:FILE, postgres://… or clickhouse://…", c.Store))
 	}
 	if c.Retention < 0 {
 		errs = append(errs, errors.New("retention must not be negative"))

@@ -84,13 +84,23 @@ func (s *Server) WriteKeys(w io.Writer, keysCmd string) {
 	}
 }
 
-// keyStore returns the store's keys.
+// keyStore returns the store's keys. A store that keeps none (ClickHouse)
+// has the configuration's keys only.
 func keyStore(st store.Store) (store.KeyStore, error) {
-	ks, ok := st.(store.KeyStore)
-	if !ok {
-		return nil, fmt.Errorf("the %s store keeps no keys", st.Engine())
+	if ks, ok := st.(store.KeyStore); ok {
+		return ks, nil
 	}
-	return ks, nil
+	return noKeys{engine: st.Engine()}, nil
+}
+
+// noKeys is the KeyStore of a store that keeps no keys: it lists none and
+// refuses to make any.
+type noKeys struct{ engine string }
+
+func (noKeys) ListKeys(context.Context) ([]store.KeyRow, error) { return nil, nil }
+
+func (n noKeys) ChangeKeys(context.Context, store.KeyChange) (store.KeyResult, error) {
+	return store.KeyResult{}, fmt.Errorf("the %s store keeps no API keys: give them in the configuration's keys", n.engine)
 }
 
 // MaxKeyName bounds a key's name: it reaches records, logs and labels.

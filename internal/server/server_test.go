@@ -264,12 +264,15 @@ func (s *syncBuffer) Bytes() []byte {
 // id are unique strings; afterwards neither the database nor the logs hold
 // any of them (SPEC.md §7).
 func TestCanary(t *testing.T) {
-	for _, engine := range []string{"sqlite", "postgres"} {
+	for _, engine := range []string{"sqlite", "postgres", "clickhouse"} {
 		t.Run(engine, func(t *testing.T) {
 			dir := t.TempDir()
 			dsn := "sqlite:" + filepath.Join(dir, "canary.db")
-			if engine == "postgres" {
+			switch engine {
+			case "postgres":
 				dsn = testenv.PostgresSchema(t)
+			case "clickhouse":
+				dsn = testenv.ClickHouseDatabase(t)
 			}
 			canary := func(what string) string { return "CANARY" + what + auth.NewKey("")[:12] }
 			prompt, response, clientKey, user := canary("PROMPT"), canary("RESPONSE"), canary("KEY"), canary("USER")
@@ -326,6 +329,8 @@ func TestCanary(t *testing.T) {
 				if len(haystack) == 0 {
 					t.Fatal("no database file")
 				}
+			} else if engine == "clickhouse" {
+				haystack = dumpClickHouse(t, dsn)
 			} else {
 				haystack = dumpPostgres(t, dsn)
 			}

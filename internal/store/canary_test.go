@@ -103,6 +103,8 @@ func TestCanary(t *testing.T) {
 				dump = append(dump, sqliteFiles(t, dsn)...)
 			case "postgres":
 				dump = postgresDump(t, s)
+			case "clickhouse":
+				dump = clickhouseDump(t, s)
 			}
 			for _, c := range held {
 				if !bytes.Contains(dump, []byte(c)) {
@@ -218,10 +220,10 @@ func TestSchemaHasNoPlaceForContent(t *testing.T) {
 		"rollup_dirty":      names(dirtyTable),
 		"api_keys":          {"hash", "name", "role", "group_name", "created_ns", "expires_ns"},
 	}
-	for _, e := range engines() {
+	for _, e := range sqlEngines() {
 		t.Run(e.name, func(t *testing.T) {
 			s, _ := e.open(t)
-			db := s.(*sqlStore).read
+			db := readDB(s)
 			got := map[string][]string{}
 			text := map[string]bool{}
 			var q string

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -14,9 +15,10 @@ import (
 )
 
 // The same tests run on every engine: SQLite in a real file in t.TempDir(),
-// and PostgreSQL when TTFX_TEST_POSTGRES names a server (a DSN, e.g. what
-// scripts/ci-postgres.sh prints). Without it the PostgreSQL runs skip, or
-// fail when TTFX_REQUIRE_ALL=1 (CI).
+// PostgreSQL when TTFX_TEST_POSTGRES names a server (a DSN, e.g. what
+// scripts/ci-postgres.sh prints) and ClickHouse when TTFX_TEST_CLICKHOUSE
+// does (scripts/ci-clickhouse.sh). Without them those runs skip, or fail
+// when TTFX_REQUIRE_ALL=1 (CI).
 
 type engine struct {
 	name string
@@ -27,7 +29,50 @@ func engines() []engine {
 	return []engine{
 		{"sqlite", openTestSQLite},
 		{"postgres", openTestPostgres},
+		{"clickhouse", openTestClickHouse},
 	}
+}
+
+// sqlEngines are the engines of sqlStore (one schema, migrations/), for the
+// tests of what they share beyond the Store contract.
+func sqlEngines() []engine {
+	var out []engine
+	for _, e := range engines() {
+		if e.name != "clickhouse" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// readDB and writeDB return a store's pools, for tests that look inside.
+func readDB(s Store) *sql.DB {
+	if c, ok := s.(*chStore); ok {
+		return c.read
+	}
+	return s.(*sqlStore).read
+}
+
+func writeDB(s Store) *sql.DB {
+	if c, ok := s.(*chStore); ok {
+		return c.write
+	}
+	return s.(*sqlStore).write
+}
+
+func setMaxStatsRows(s Store, n int) {
+	if c, ok := s.(*chStore); ok {
+		c.maxStatsRows = n
+		return
+	}
+	s.(*sqlStore).maxStatsRows = n
+}
+
+func statsSlotsOf(s Store) chan struct{} {
+	if c, ok := s.(*chStore); ok {
+		return c.statsSlots
+	}
+	return s.(*sqlStore).statsSlots
 }
 
 // forEachEngine runs fn as a subtest per engine, each with a fresh store.

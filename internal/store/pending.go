@@ -51,7 +51,7 @@ func OpenOrRetry(ctx context.Context, dsn string, log *slog.Logger) (Store, erro
 }
 
 func isServerDSN(dsn string) bool {
-	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") || strings.HasPrefix(dsn, "clickhouse://")
 }
 
 // transientOpenError reports whether a failed Open may succeed later:
@@ -215,7 +215,7 @@ func (p *pendingStore) ListKeys(ctx context.Context) ([]KeyRow, error) {
 	}
 	ks, ok := s.(KeyStore)
 	if !ok {
-		return nil, fmt.Errorf("the %s store keeps no keys", s.Engine())
+		return nil, nil // it keeps none: the configuration's keys are all
 	}
 	return ks.ListKeys(ctx)
 }
@@ -230,4 +230,14 @@ func (p *pendingStore) ChangeKeys(ctx context.Context, c KeyChange) (KeyResult, 
 		return KeyResult{}, fmt.Errorf("the %s store keeps no keys", s.Engine())
 	}
 	return ks.ChangeKeys(ctx, c)
+}
+
+// WriterBatching implements Batcher: a Writer made before the database was
+// reached gets the batching its engine wants (ClickHouse's large batches),
+// known from the DSN.
+func (p *pendingStore) WriterBatching() (int, time.Duration) {
+	if strings.HasPrefix(p.dsn, "clickhouse://") {
+		return clickhouseBatchSize, clickhouseFlushInterval
+	}
+	return 0, 0
 }

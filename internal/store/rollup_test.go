@@ -333,7 +333,7 @@ func compactAll(t testing.TB, s Store, now time.Time) {
 func countRows(t testing.TB, s Store, q string, args ...any) int {
 	t.Helper()
 	var n int
-	if err := s.(*sqlStore).read.QueryRowContext(ctxT(t), q, args...).Scan(&n); err != nil {
+	if err := readDB(s).QueryRowContext(ctxT(t), q, args...).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -454,7 +454,11 @@ func TestTwoWritersConcurrently(t *testing.T) {
 			if n := total(); n != 2*perStore {
 				t.Errorf("compacted: %d records counted, want %d", n, 2*perStore)
 			}
-			if n := countRows(t, s1, "SELECT COUNT(*) FROM rollup_dirty"); n != 0 {
+			dirty := "SELECT COUNT(*) FROM rollup_dirty"
+			if e.name == "clickhouse" {
+				dirty = "SELECT count() FROM (SELECT level, start_ns FROM rollup_marks FINAL" + chDirtyHaving + ")"
+			}
+			if n := countRows(t, s1, dirty); n != 0 {
 				t.Errorf("%d dirty marks left after compacting everything", n)
 			}
 		})
@@ -502,7 +506,7 @@ func TestRetentionDeletesRollups(t *testing.T) {
 // (schema version 2, its records written without rollups) gets the
 // rollups of its records when a gateway of this version opens it.
 func TestRollupsBackfilledOnUpgrade(t *testing.T) {
-	for _, e := range engines() {
+	for _, e := range sqlEngines() {
 		t.Run(e.name, func(t *testing.T) {
 			dsn := "sqlite:" + filepath.Join(t.TempDir(), "old.db")
 			if e.name == "postgres" {

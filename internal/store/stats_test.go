@@ -357,7 +357,7 @@ func TestStatsRowBound(t *testing.T) {
 			recs = append(recs, r)
 		}
 		insert(t, s, recs...)
-		s.(*sqlStore).maxStatsRows = 50
+		setMaxStatsRows(s, 50)
 		_, err := s.Stats(ctxT(t), StatsQuery{Filter: Filter{KeyName: "team-a-app"}})
 		if !errors.Is(err, ErrBadQuery) || !strings.Contains(err.Error(), "narrow the window or filter") ||
 			!strings.Contains(err.Error(), "key_name") {
@@ -374,7 +374,7 @@ func TestStatsRowBound(t *testing.T) {
 		if st, err := s.Stats(ctxT(t), StatsQuery{}); err != nil || st.Groups[0].Count != 60 || st.Method != MethodRollups {
 			t.Errorf("60 records from rollups at a row bound of 50: %v %+v", err, st)
 		}
-		s.(*sqlStore).maxStatsRows = 60
+		setMaxStatsRows(s, 60)
 		if st, err := s.Stats(ctxT(t), StatsQuery{Filter: Filter{KeyName: "team-a-app"}}); err != nil || st.Groups[0].Count != 60 {
 			t.Errorf("60 records at a bound of 60: %v", err)
 		}
@@ -384,7 +384,7 @@ func TestStatsRowBound(t *testing.T) {
 func TestStatsConcurrencyBound(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s Store) {
 		insert(t, s, fullRecord("req-1", testBase))
-		slots := s.(*sqlStore).statsSlots
+		slots := statsSlotsOf(s)
 		if cap(slots) != MaxConcurrentStats {
 			t.Fatalf("%d slots, want %d", cap(slots), MaxConcurrentStats)
 		}

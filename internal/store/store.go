@@ -61,7 +61,7 @@ type Store interface {
 	DeleteBefore(ctx context.Context, t time.Time, limit int) (int, error)
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error
-	// Engine names the database engine: "sqlite" or "postgres".
+	// Engine names the database engine: "sqlite", "postgres" or "clickhouse".
 	Engine() string
 	// Close releases the database connections.
 	Close() error
@@ -113,6 +113,7 @@ type Page struct {
 // migrations:
 //
 //	postgres://user:pass@host:5432/db?sslmode=disable   PostgreSQL (also postgresql://)
+//	clickhouse://user:pass@host:9000/db                  ClickHouse, native protocol (see clickhouse.go)
 //	sqlite:ttfx.db, sqlite:///var/lib/ttfx.db            SQLite
 //	ttfx.db                                              SQLite, a bare path
 //
@@ -123,6 +124,8 @@ func Open(ctx context.Context, dsn string) (Store, error) {
 	switch {
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
 		return openPostgres(ctx, dsn)
+	case strings.HasPrefix(dsn, "clickhouse://"):
+		return openClickHouse(ctx, dsn)
 	case strings.HasPrefix(dsn, "sqlite:"):
 		path := strings.TrimPrefix(dsn, "sqlite:")
 		path = strings.TrimPrefix(path, "//")
@@ -130,7 +133,7 @@ func Open(ctx context.Context, dsn string) (Store, error) {
 	case dsn == "":
 		return nil, errors.New("open store: empty DSN")
 	case strings.Contains(dsn, "://"):
-		return nil, fmt.Errorf("open store: unsupported DSN scheme in %q (want postgres:// or sqlite:)", redactDSN(dsn))
+		return nil, fmt.Errorf("open store: unsupported DSN scheme in %q (want postgres://, clickhouse:// or sqlite:)", redactDSN(dsn))
 	default:
 		return openSQLite(ctx, dsn)
 	}

@@ -22,8 +22,14 @@ type WriterOptions struct {
 	// being written. A record that finds it full is dropped and counted.
 	// Default 10000.
 	QueueSize int
-	// BatchSize is the most records one Insert carries. Default 500.
+	// BatchSize is the most records one Insert carries. Default 500, or
+	// what the store asks for (see Batcher).
 	BatchSize int
+	// FlushInterval is how long a batch smaller than BatchSize waits for
+	// more records before it is written; 0 writes at once. Default 0, or
+	// what the store asks for (see Batcher): ClickHouse wants few large
+	// inserts, SQLite and PostgreSQL want records readable at once.
+	FlushInterval time.Duration
 	// WriteTimeout bounds one Insert, so that a database that accepts
 	// connections but does not answer cannot hold the writer. Default 10s.
 	WriteTimeout time.Duration
@@ -89,6 +95,15 @@ type Writer struct {
 func NewWriter(s Store, opts WriterOptions) *Writer {
 	if opts.QueueSize <= 0 {
 		opts.QueueSize = 10000
+	}
+	if b, ok := s.(Batcher); ok {
+		size, flush := b.WriterBatching()
+		if opts.BatchSize <= 0 {
+			opts.BatchSize = size
+		}
+		if opts.FlushInterval <= 0 {
+			opts.FlushInterval = flush
+		}
 	}
 	if opts.BatchSize <= 0 {
 		opts.BatchSize = 500
@@ -202,6 +217,7 @@ func (w *Writer) run() {
 	defer close(w.done)
 	batch := make([]record.Record, 0, w.opts.BatchSize)
 	for {
+		w.gather()
 		batch = w.take(batch[:0])
 		if len(batch) == 0 {
 			select {
@@ -220,6 +236,38 @@ func (w *Writer) run() {
 		if w.ctx.Err() != nil {
 			return
 		}
+	}
+}
+
+// gather waits, with a FlushInterval, until BatchSize records are queued,
+// the interval has passed, or Close was called; it returns at once when
+// the queue is empty.
+func (w *Writer) gather() {
+	if w.opts.FlushInterval <= 0 {
+		return
+	}
+	var timer *time.Timer
+	for {
+		w.mu.Lock()
+		n := len(w.queue) - w.head
+		w.mu.Unlock()
+		if n == 0 || n >= w.opts.BatchSize {
+			break
+		}
+		if timer == nil {
+			timer = time.NewTimer(w.opts.FlushInterval)
+		}
+		select {
+		case <-w.wake:
+			continue
+		case <-timer.C:
+		case <-w.stop:
+		case <-w.ctx.Done():
+		}
+		break
+	}
+	if timer != nil {
+		timer.Stop()
 	}
 }
 

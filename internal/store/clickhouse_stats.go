@@ -1,0 +1,628 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ttfx/ttfx/internal/record"
+)
+
+// chRollupColumns are the rollups table's columns as chStore writes them.
+var chRollupColumns = func() []string {
+	cs := slices.Concat([]string{"level", "start_ns"}, rollupKeyColumns, []string{"writer", "count", "labels"})
+	for _, f := range StatFields {
+		cs = append(cs, f.rollupCol())
+	}
+	return append(cs, "version")
+}()
+
+// chRollupRow returns the values of one rollup row.
+func chRollupRow(level int, start int64, k *rollupKey, writer string, c *rollupCell) ([]any, error) {
+	var stream uint8
+	if k.stream {
+		stream = 1
+	}
+	row := []any{uint8(level), start, k.api, k.route, k.model, k.group, k.channel, k.region, k.provider,
+		stream, k.status, writer, c.count, encodeLabels(c.labels)}
+	for _, sk := range c.sk {
+		if sk == nil || sk.Count() == 0 {
+			row = append(row, nil)
+			continue
+		}
+		b, err := sk.AppendBinary(nil)
+		if err != nil {
+			return nil, err
+		}
+		row = append(row, string(b))
+	}
+	// The version: a unit compacted again holds at least the records it
+	// held before, so the row with the larger count is the newer one.
+	return append(row, uint64(c.count)), nil
+}
+
+// Kinds of rollup_marks rows.
+const (
+	markChanged   = 0 // rows below the unit changed
+	markCompacted = 1 // the unit was compacted
+)
+
+// serverNow is the ClickHouse server's clock in Unix seconds: every
+// gateway stamps marks with it, so their order does not depend on the
+// gateways' clocks agreeing.
+func serverNow(ctx context.Context, db *sql.DB) (int64, error) {
+	var now int64
+	if err := db.QueryRowContext(ctx, "SELECT toInt64(now())").Scan(&now); err != nil {
+		return 0, fmt.Errorf("server clock: %w", err)
+	}
+	return now, nil
+}
+
+// writeRollups writes the minute rollup rows of recs under the batch's
+// token, then marks their ten-minute, hour and day units changed. The mark
+// is stamped after the rows landed, which is what lets a compaction that
+// began later trust that it read them (see Compact).
+func (s *chStore) writeRollups(ctx context.Context, token string, recs []*record.Record) error {
+	cells := map[unitKey]*rollupCell{}
+	for _, r := range recs {
+		k := unitKey{start: floorUnit(r.Timestamp.UnixNano(), time.Minute), key: keyOf(r)}
+		c := cells[k]
+		if c == nil {
+			c = newRollupCell()
+			cells[k] = c
+		}
+		c.add(r)
+	}
+	keys := make([]unitKey, 0, len(cells))
+	for k := range cells {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareUnitKeys)
+	rows := make([][]any, 0, len(keys))
+	for _, k := range keys {
+		row, err := chRollupRow(levelMinute, k.start, &k.key, token, cells[k])
+		if err != nil {
+			return fmt.Errorf("write rollups: %w", err)
+		}
+		rows = append(rows, row)
+	}
+	if err := chInsert(ctx, s.write, "rollups", chRollupColumns, rows); err != nil {
+		return fmt.Errorf("write rollups: %w", err)
+	}
+	now, err := serverNow(ctx, s.write)
+	if err != nil {
+		return fmt.Errorf("write rollups: %w", err)
+	}
+	seen := map[[2]int64]bool{}
+	var marks [][]any
+	for _, k := range keys {
+		for level := levelTenMinute; level < numLevels; level++ {
+			u := [2]int64{int64(level), floorUnit(k.start, levelUnit[level])}
+			if !seen[u] {
+				seen[u] = true
+				marks = append(marks, []any{uint8(level), u[1], uint8(markChanged), now})
+			}
+		}
+	}
+	if err := chInsert(ctx, s.write, "rollup_marks", []string{"level", "start_ns", "kind", "at"}, marks); err != nil {
+		return fmt.Errorf("mark rollups dirty: %w", err)
+	}
+	return nil
+}
+
+// chDirtyHaving selects, of rollup_marks grouped by unit, the units changed
+// since they were last compacted (or never compacted). Marks are in whole
+// seconds, so a change in the second a compaction began leaves the unit
+// dirty: it is compacted once more rather than trusted.
+const chDirtyHaving = " GROUP BY level, start_ns HAVING maxIf(at, kind = 0) >= maxIf(at, kind = 1) OR countIf(kind = 1) = 0"
+
+// Compact implements Compactor as on the SQL engines: units that ended
+// CompactionGrace ago and changed since they were compacted, finest first,
+// each made from the next finer level's rows. A level's units are made
+// together, with one read and one insert: every insert is a part on disk
+// that merges must fold away, and a part per unit outran them (ClickHouse
+// delays inserts past 150 parts in a partition).
+//
+// Without transactions, the order of reads and writes carries the
+// guarantee. A compaction reads the server's clock before it reads the
+// finer rows and stamps its mark with that; an insert stamps its change
+// mark after its rows landed. A change mark older (strictly) than the
+// compaction's was made after rows the compaction read; any other leaves
+// the unit dirty, to be read from finer rows and compacted again.
+func (s *chStore) Compact(ctx context.Context, now time.Time) (int, error) {
+	made := 0
+	for level := levelTenMinute; level < numLevels && made < maxCompactPerCall; level++ {
+		n, err := s.compactLevel(ctx, level, now.Add(-levelUnit[level]-CompactionGrace).UnixNano(), maxCompactPerCall-made)
+		made += n
+		if err != nil {
+			return made, err
+		}
+	}
+	return made, nil
+}
+
+// dirtyUnits returns the starts of level's dirty units in [from, to).
+func (s *chStore) dirtyUnits(ctx context.Context, level int, from, to int64, limit int) ([]int64, error) {
+	q := "SELECT start_ns FROM rollup_marks WHERE level = ? AND start_ns >= ? AND start_ns < ?" + chDirtyHaving + " ORDER BY start_ns"
+	if limit > 0 {
+		q += " LIMIT " + strconv.Itoa(limit)
+	}
+	rows, err := s.write.QueryContext(ctx, q, uint8(level), from, to)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var start int64
+		if err := rows.Scan(&start); err != nil {
+			return nil, err
+		}
+		out = append(out, start)
+	}
+	return out, rows.Err()
+}
+
+// compactLevel makes up to limit dirty units of level that start by cut.
+// A unit with a dirty finer unit stays dirty for a later call.
+func (s *chStore) compactLevel(ctx context.Context, level int, cut int64, limit int) (int, error) {
+	units, err := s.dirtyUnits(ctx, level, math.MinInt64, cut+1, limit)
+	if err != nil || len(units) == 0 {
+		return 0, err
+	}
+	u := int64(levelUnit[level])
+	from, to := units[0], units[len(units)-1]+u
+	if level-1 > levelMinute {
+		finer, err := s.dirtyUnits(ctx, level-1, from, to, 0)
+		if err != nil {
+			return 0, fmt.Errorf("compact: %w", err)
+		}
+		blocked := map[int64]bool{}
+		for _, f := range finer {
+			blocked[floorUnit(f, levelUnit[level])] = true
+		}
+		units = slices.DeleteFunc(units, func(start int64) bool { return blocked[start] })
+		if len(units) == 0 {
+			return 0, nil
+		}
+	}
+	began, err := serverNow(ctx, s.write)
+	if err != nil {
+		return 0, fmt.Errorf("compact: %w", err)
+	}
+	want := make(map[int64]bool, len(units))
+	for _, start := range units {
+		want[start] = true
+	}
+	cells := map[unitKey]*rollupCell{}
+	rows, err := s.write.QueryContext(ctx, "SELECT "+selectRollup+" FROM rollups FINAL WHERE level = ? AND start_ns >= ? AND start_ns < ?",
+		uint8(level-1), from, to)
+	if err != nil {
+		return 0, fmt.Errorf("compact: %w", err)
+	}
+	for rows.Next() {
+		var sr chScannedRollup
+		if err := sr.scan(rows); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("compact: %w", err)
+		}
+		k := unitKey{start: floorUnit(sr.start, levelUnit[level]), key: sr.key}
+		if !want[k.start] {
+			continue
+		}
+		c := cells[k]
+		if c == nil {
+			c = newRollupCell()
+			cells[k] = c
+		}
+		if err := c.mergeRow(sr.count, sr.labels, sr.sketches); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("compact: %w", err)
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return 0, fmt.Errorf("compact: %w", err)
+	}
+	keys := make([]unitKey, 0, len(cells))
+	for k := range cells {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareUnitKeys)
+	out := make([][]any, 0, len(keys))
+	for _, k := range keys {
+		row, err := chRollupRow(level, k.start, &k.key, "", cells[k])
+		if err != nil {
+			return 0, fmt.Errorf("compact: %w", err)
+		}
+		out = append(out, row)
+	}
+	if err := chInsert(ctx, s.write, "rollups", chRollupColumns, out); err != nil {
+		return 0, fmt.Errorf("compact: %w", err)
+	}
+	marks := make([][]any, len(units))
+	for i, start := range units {
+		marks[i] = []any{uint8(level), start, uint8(markCompacted), began}
+	}
+	if err := chInsert(ctx, s.write, "rollup_marks", []string{"level", "start_ns", "kind", "at"}, marks); err != nil {
+		return 0, fmt.Errorf("compact: %w", err)
+	}
+	return len(units), nil
+}
+
+// chScannedRollup is one rollup row read with selectRollup.
+type chScannedRollup struct {
+	start    int64
+	key      rollupKey
+	count    int64
+	labels   string
+	sketches [][]byte
+}
+
+func (r *chScannedRollup) scan(rows *sql.Rows) error {
+	var level, stream uint8
+	raw := make([]sql.RawBytes, len(StatFields))
+	dest := []any{&level, &r.start, &r.key.api, &r.key.route, &r.key.model, &r.key.group, &r.key.channel,
+		&r.key.region, &r.key.provider, &stream, &r.key.status, &r.count, &r.labels}
+	for i := range raw {
+		dest = append(dest, &raw[i])
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.key.stream = stream != 0
+	r.sketches = make([][]byte, len(raw))
+	for i, b := range raw {
+		r.sketches[i] = b
+	}
+	return nil
+}
+
+// Stats implements Store.Stats as on the SQL engines — the same rollups,
+// the same plan over days, hours, ten minutes and minutes, the same
+// sketches merged by the same code — so the three engines answer alike.
+func (s *chStore) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
+	fields, dimCols, err := resolveStats(&q)
+	if err != nil {
+		return Stats{}, err
+	}
+	select {
+	case s.statsSlots <- struct{}{}:
+		defer func() { <-s.statsSlots }()
+	case <-ctx.Done():
+		return Stats{}, fmt.Errorf("stats: waiting for one of %d summaries running to finish: %w", MaxConcurrentStats, ctx.Err())
+	}
+	acc := newStatsAcc(&q, fields, dimCols)
+	st := emptyStats(&q, fields)
+	if why := rowsReason(&q); why != "" {
+		st.Method = MethodRows
+		st.From, st.To = q.Filter.From, q.Filter.To
+		if err := s.statsFromRows(ctx, &q, acc, why); err != nil {
+			return Stats{}, err
+		}
+	} else {
+		st.Method = MethodRollups
+		if st.From, st.To, err = s.statsFromRollups(ctx, &q, acc); err != nil {
+			return Stats{}, err
+		}
+	}
+	acc.finish(&st)
+	return st, nil
+}
+
+// statsFromRollups is sqlStore.statsFromRollups over ClickHouse: the
+// dirty units come from rollup_marks, and rows are read FINAL so that a
+// row written twice counts once.
+func (s *chStore) statsFromRollups(ctx context.Context, q *StatsQuery, acc *statsAcc) (time.Time, time.Time, error) {
+	var fromT, toT time.Time
+	from, to := int64(math.MinInt64), int64(math.MaxInt64)
+	if !q.Filter.From.IsZero() {
+		from = floorUnit(unixNano(q.Filter.From), time.Minute)
+		fromT = time.Unix(0, from).UTC()
+	}
+	if !q.Filter.To.IsZero() {
+		to = unixNano(q.Filter.To)
+		if to <= math.MaxInt64-int64(time.Minute) {
+			to = ceilUnit(to, int64(time.Minute))
+			toT = time.Unix(0, to).UTC()
+		}
+	}
+	// One read of the change and compaction marks of the window's units
+	// gives both the days that hold data (every record marks its day) and
+	// the dirty units: each query to a loaded server costs tens of
+	// milliseconds whatever it reads, so fewer is faster. GROUP BY takes
+	// the latest of each kind, as FINAL would.
+	if from == math.MinInt64 {
+		from = 0 // stored timestamps lie after 1970 (Validate)
+	}
+	rows, err := s.read.QueryContext(ctx, "SELECT level, start_ns, maxIf(at, kind = 0) >= maxIf(at, kind = 1) OR countIf(kind = 1) = 0"+
+		" FROM rollup_marks WHERE start_ns >= ? AND start_ns < ? GROUP BY level, start_ns", floorUnit(from, 24*time.Hour), to)
+	if err != nil {
+		return fromT, toT, fmt.Errorf("stats: %w", err)
+	}
+	plan := rollupPlan{dirty: map[[2]int64]bool{}}
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for rows.Next() {
+		var level, dirty uint8
+		var start int64
+		if err := rows.Scan(&level, &start, &dirty); err != nil {
+			rows.Close()
+			return fromT, toT, fmt.Errorf("stats: %w", err)
+		}
+		if level == levelDay {
+			lo, hi = min(lo, start), max(hi, start)
+		}
+		if dirty != 0 {
+			plan.dirty[[2]int64{int64(level), start}] = true
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return fromT, toT, fmt.Errorf("stats: %w", err)
+	}
+	if lo > hi {
+		return fromT, toT, nil // no records in the window's days
+	}
+	// Whole days around the data, so that a day row still counts as whole.
+	from = max(from, lo)
+	to = min(to, hi+int64(24*time.Hour))
+	if from >= to {
+		return fromT, toT, nil
+	}
+	for level := range numLevels {
+		plan.allowed[level] = q.Bucket == 0 || q.Bucket%levelUnit[level] == 0
+	}
+	plan.cover(levelDay, from, to)
+	for level := range numLevels {
+		var spans []unitSpan
+		for _, sp := range plan.spans {
+			if sp.level == level {
+				spans = append(spans, sp)
+			}
+		}
+		if len(spans) > 0 {
+			if err := s.readRollups(ctx, q, acc, level, spans); err != nil {
+				return fromT, toT, err
+			}
+		}
+	}
+	return fromT, toT, nil
+}
+
+// readRollups merges the rollup rows of one level within spans into acc.
+//
+// It reads without FINAL, which costs ClickHouse 18.16 a single-threaded
+// merge of every part (five times the plain read of a week's day rows,
+// measured), and drops duplicates itself. A minute row is named by its
+// unit, key and batch token, and two rows of one name are one batch
+// written twice, alike: the first is kept. A compacted row (level 1 and
+// up) is named by its unit and key, and of two the one with the larger
+// count is the newer (see chRollupRow); those rows are few, and are held
+// until every one is read.
+func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc, level int, spans []unitSpan) error {
+	var w chWhere
+	w.cond("level = ?", uint8(level))
+	envelope := len(spans) > maxSpansInSQL
+	if envelope {
+		w.cond("start_ns >= ? AND start_ns < ?", spans[0].from, spans[len(spans)-1].to)
+	} else {
+		var or []string
+		for _, sp := range spans {
+			or = append(or, "(start_ns >= "+strconv.FormatInt(sp.from, 10)+" AND start_ns < "+strconv.FormatInt(sp.to, 10)+")")
+		}
+		w.cond("(" + strings.Join(or, " OR ") + ")")
+	}
+	f := &q.Filter
+	for _, c := range []struct{ col, v string }{{"model", f.Model}, {"channel", f.Channel}, {"group_name", f.Group}, {"status", f.Status}} {
+		if c.v != "" {
+			w.cond(c.col+" = ?", c.v)
+		}
+	}
+	if f.Stream != nil {
+		var v uint8
+		if *f.Stream {
+			v = 1
+		}
+		w.cond("stream = ?", v)
+	}
+	// The row's name (every key column and the writer), then what acc
+	// needs.
+	sel := slices.Concat([]string{"start_ns", "count", "labels"}, rollupKeyColumns, []string{"writer"})
+	nk := len(rollupKeyColumns)
+	dimAt := make([]int, len(acc.dimCols)) // index in rollupKeyColumns
+	for i, c := range acc.dimCols {
+		dimAt[i] = slices.Index(rollupKeyColumns, c)
+	}
+	statusAt := slices.Index(rollupKeyColumns, "status")
+	for _, fi := range acc.fields {
+		sel = append(sel, StatFields[fi].rollupCol())
+	}
+	rows, err := s.read.QueryContext(ctx, "SELECT "+strings.Join(sel, ", ")+" FROM rollups"+w.String(), w.args...)
+	if err != nil {
+		return fmt.Errorf("stats: rollups: %w", err)
+	}
+	defer rows.Close()
+	var start, count int64
+	var labels sql.RawBytes
+	keyCols := make([]sql.RawBytes, nk+1) // and the writer
+	sketches := make([]sql.RawBytes, len(acc.fields))
+	dest := []any{&start, &count, &labels}
+	for i := range keyCols {
+		dest = append(dest, &keyCols[i])
+	}
+	for i := range sketches {
+		dest = append(dest, &sketches[i])
+	}
+	type heldRow struct {
+		start, count int64
+		labels       string
+		keyCols      [][]byte
+		sketches     [][]byte
+	}
+	seen := map[string]bool{}     // level 0: names read
+	held := map[string]*heldRow{} // level 1 and up: the largest row of each name
+	var name []byte
+	add := func(start, count int64, labels []byte, keyCols, sketches [][]byte) error {
+		for i := range acc.dimCols {
+			acc.setDim(i, keyCols[dimAt[i]])
+		}
+		c := acc.cell(start)
+		c.addCount(keyCols[statusAt], count)
+		if len(labels) > 0 {
+			addLabels(c.labels, string(labels))
+		}
+		for i, sk := range sketches {
+			if len(sk) == 0 {
+				continue
+			}
+			if err := c.sketchOf(i).MergeBinary(sk); err != nil {
+				return fmt.Errorf("stats: rollup of %s at %s: %w", StatFields[acc.fields[i]].Name,
+					time.Unix(0, start).UTC().Format(time.RFC3339), err)
+			}
+		}
+		return nil
+	}
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return fmt.Errorf("stats: rollups: %w", err)
+		}
+		if envelope && !inSpans(spans, start) {
+			continue
+		}
+		name = strconv.AppendInt(name[:0], start, 10)
+		for _, k := range keyCols {
+			name = append(name, 0)
+			name = append(name, k...)
+		}
+		kc := make([][]byte, len(keyCols))
+		sk := make([][]byte, len(sketches))
+		for i, b := range keyCols {
+			kc[i] = b
+		}
+		for i, b := range sketches {
+			sk[i] = b
+		}
+		if level == levelMinute {
+			if seen[string(name)] {
+				continue
+			}
+			seen[string(name)] = true
+			if err := add(start, count, labels, kc, sk); err != nil {
+				return err
+			}
+			continue
+		}
+		if h := held[string(name)]; h != nil && h.count >= count {
+			continue
+		}
+		// RawBytes are valid until the next Scan: keep copies.
+		h := &heldRow{start: start, count: count, labels: string(labels)}
+		for _, b := range kc {
+			h.keyCols = append(h.keyCols, slices.Clone(b))
+		}
+		for _, b := range sk {
+			h.sketches = append(h.sketches, slices.Clone(b))
+		}
+		held[string(name)] = h
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("stats: rollups: %w", err)
+	}
+	for _, h := range held {
+		if err := add(h.start, h.count, []byte(h.labels), h.keyCols, h.sketches); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// statsFromRows answers q from the records (see sqlStore.statsFromRows):
+// one query reads the group keys, status, fields and labels of each
+// matching record, FINAL so that a record written twice counts once.
+func (s *chStore) statsFromRows(ctx context.Context, q *StatsQuery, acc *statsAcc, why string) error {
+	var raw []string
+	colIdx := make([][]int, len(acc.fields))
+	for i, fi := range acc.fields {
+		for _, c := range StatFields[fi].cols {
+			j := slices.Index(raw, c)
+			if j < 0 {
+				j = len(raw)
+				raw = append(raw, c)
+			}
+			colIdx[i] = append(colIdx[i], j)
+		}
+	}
+	dimCols := acc.dimCols
+	sel := slices.Concat(dimCols, []string{"timestamp_ns", "status", "labels"}, raw)
+	var w chWhere
+	w.match(&q.Filter)
+	rows, err := s.read.QueryContext(ctx, "SELECT "+strings.Join(sel, ", ")+" FROM requests FINAL"+w.String(), w.args...)
+	if err != nil {
+		return fmt.Errorf("stats: %w", err)
+	}
+	defer rows.Close()
+	vals := make([]any, len(sel))
+	dest := make([]any, len(sel))
+	for i := range dest {
+		dest[i] = &vals[i]
+	}
+	nd := len(dimCols)
+	in := make([]float64, 2)
+	scanned := 0
+	for rows.Next() {
+		if scanned++; scanned > s.maxStatsRows {
+			return fmt.Errorf("%w: more than %d records match, and %s makes this summary read records rather than rollups; "+
+				"narrow the window or filter, or drop %[3]s to have it answered from rollups", ErrBadQuery, s.maxStatsRows, why)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return fmt.Errorf("stats: %w", err)
+		}
+		for i := range nd {
+			v := vals[i]
+			if dimCols[i] == "stream" {
+				if b, ok := v.(uint8); ok {
+					v = b != 0
+				}
+			}
+			acc.setDim(i, []byte(dimValue(dimCols[i], v)))
+		}
+		ts, _ := vals[nd].(int64)
+		c := acc.cell(ts)
+		c.addCount([]byte(asString(vals[nd+1])), 1)
+		labels, _ := vals[nd+2].([]string)
+		for i, l := range labels {
+			lc := c.labels[l]
+			lc.Count++
+			if i == 0 {
+				lc.Primary++
+			}
+			c.labels[l] = lc
+		}
+		for i, fi := range acc.fields {
+			ok := true
+			for k, j := range colIdx[i] {
+				v, present := asFloat(vals[nd+3+j])
+				if !present {
+					ok = false
+					break
+				}
+				in[k] = v
+			}
+			if !ok {
+				continue
+			}
+			v := in[0]
+			if f := &StatFields[fi]; f.derive != nil {
+				v = f.derive(in)
+			}
+			c.sketchOf(i).Add(v)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("stats: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,77 @@
+package store
+
+import (
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// BenchmarkStatsAtScale times /api/stats' store call over a week of
+// TTFX_BENCH_RECORDS records (skipped without it) on every engine: the
+// records are inserted in time order in batches of 20000, compacted as the
+// gateway's compaction would have by the end of the week, and then the
+// last 24 hours and the whole week are summarised, grouped by model.
+func BenchmarkStatsAtScale(b *testing.B) {
+	n, _ := strconv.Atoi(os.Getenv("TTFX_BENCH_RECORDS"))
+	if n <= 0 {
+		b.Skip("set TTFX_BENCH_RECORDS to the number of records to seed")
+	}
+	const days = 7
+	week := time.Duration(days) * 24 * time.Hour
+	for _, e := range engines() {
+		b.Run(e.name, func(b *testing.B) {
+			s, _ := e.open(b)
+			if dsn := os.Getenv("TTFX_BENCH_CLICKHOUSE_DSN"); dsn != "" && e.name == "clickhouse" {
+				// A database that outlives the run, seeded once, for
+				// looking at the queries from clickhouse-client.
+				var err error
+				if s, err = Open(ctxT(b), dsn); err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+			}
+			start := time.Now()
+			rng := rand.New(rand.NewPCG(1, 2))
+			const chunk = 20000
+			stored, err := s.List(ctxT(b), Filter{Limit: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := 0; i < n && len(stored.Records) == 0; i += chunk {
+				recs := randomRecords(rng, min(chunk, n-i), 1, distributions[1])
+				for j := range recs {
+					recs[j].RequestID = "s" + strconv.Itoa(i+j)
+					recs[j].Timestamp = rollupBase.Add(time.Duration(float64(i+j) / float64(n) * float64(week)))
+				}
+				insert(b, s, recs...)
+			}
+			seeded := time.Since(start)
+			compactAll(b, s, rollupBase.Add(week+time.Hour))
+			b.Logf("%s: seeded %d records in %v (%.0f records/s), compacted in %v", e.name, n, seeded.Round(time.Millisecond),
+				float64(n)/seeded.Seconds(), (time.Since(start) - seeded).Round(time.Millisecond))
+			end := rollupBase.Add(week)
+			for _, w := range []struct {
+				name string
+				from time.Time
+			}{{"24h", end.Add(-24 * time.Hour)}, {"7d", rollupBase}} {
+				b.Run(w.name, func(b *testing.B) {
+					q := StatsQuery{Filter: Filter{From: w.from, To: end}, GroupBy: []string{"model"}}
+					total := 0
+					for b.Loop() {
+						st, err := s.Stats(ctxT(b), q)
+						if err != nil {
+							b.Fatal(err)
+						}
+						total = 0
+						for _, g := range st.Groups {
+							total += g.Count
+						}
+					}
+					b.ReportMetric(float64(total), "records")
+				})
+			}
+		})
+	}
+}
