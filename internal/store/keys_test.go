@@ -9,7 +9,16 @@ import (
 // TestKeys: keys added, refused under a live name, rotated with a grace
 // period and revoked, on both engines; only what KeyRow holds is stored.
 func TestKeys(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, s Store) {
+	for _, e := range sqlEngines() {
+		t.Run(e.name, func(t *testing.T) {
+			s, _ := e.open(t)
+			testKeys(t, s)
+		})
+	}
+}
+
+func testKeys(t *testing.T, s Store) {
+	{
 		ks := s.(KeyStore)
 		ctx := ctxT(t)
 		first := []KeyRow{{Hash: "aa", Name: "admin", Role: "admin"}, {Hash: "bb", Name: "client", Role: "client", Group: "default"}}
@@ -63,5 +72,5 @@ func TestKeys(t *testing.T) {
 		if _, err := ks.ChangeKeys(ctx, KeyChange{Add: []KeyRow{{Hash: "ee", Name: "client", Role: "client"}}}); err != nil {
 			t.Fatal(err)
 		}
-	})
+	}
 }
