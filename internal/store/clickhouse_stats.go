@@ -286,32 +286,7 @@ func (r *chScannedRollup) scan(rows *sql.Rows) error {
 // the same plan over days, hours, ten minutes and minutes, the same
 // sketches merged by the same code — so the three engines answer alike.
 func (s *chStore) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
-	fields, dimCols, err := resolveStats(&q)
-	if err != nil {
-		return Stats{}, err
-	}
-	select {
-	case s.statsSlots <- struct{}{}:
-		defer func() { <-s.statsSlots }()
-	case <-ctx.Done():
-		return Stats{}, fmt.Errorf("stats: waiting for one of %d summaries running to finish: %w", MaxConcurrentStats, ctx.Err())
-	}
-	acc := newStatsAcc(&q, fields, dimCols)
-	st := emptyStats(&q, fields)
-	if why := rowsReason(&q); why != "" {
-		st.Method = MethodRows
-		st.From, st.To = q.Filter.From, q.Filter.To
-		if err := s.statsFromRows(ctx, &q, acc, why); err != nil {
-			return Stats{}, err
-		}
-	} else {
-		st.Method = MethodRollups
-		if st.From, st.To, err = s.statsFromRollups(ctx, &q, acc); err != nil {
-			return Stats{}, err
-		}
-	}
-	acc.finish(&st)
-	return st, nil
+	return answerStats(ctx, q, s.statsSlots, s)
 }
 
 // statsFromRollups is sqlStore.statsFromRollups over ClickHouse: the

@@ -317,13 +317,26 @@ func rowsReason(q *StatsQuery) string {
 // rowsReason); then it reads them (statsFromRows), bounded by MaxStatsRows.
 // It waits while MaxConcurrentStats other calls run.
 func (s *sqlStore) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
+	return answerStats(ctx, q, s.statsSlots, s)
+}
+
+// statsSource is an engine's two ways to a summary: the rollups of the
+// window, or its records.
+type statsSource interface {
+	statsFromRollups(ctx context.Context, q *StatsQuery, acc *statsAcc) (from, to time.Time, err error)
+	statsFromRows(ctx context.Context, q *StatsQuery, acc *statsAcc, why string) error
+}
+
+// answerStats is Stats on every engine: one of slots held while it runs,
+// from the rollups unless rowsReason names what only records hold.
+func answerStats(ctx context.Context, q StatsQuery, slots chan struct{}, src statsSource) (Stats, error) {
 	fields, dimCols, err := resolveStats(&q)
 	if err != nil {
 		return Stats{}, err
 	}
 	select {
-	case s.statsSlots <- struct{}{}:
-		defer func() { <-s.statsSlots }()
+	case slots <- struct{}{}:
+		defer func() { <-slots }()
 	case <-ctx.Done():
 		return Stats{}, fmt.Errorf("stats: waiting for one of %d summaries running to finish: %w", MaxConcurrentStats, ctx.Err())
 	}
@@ -332,12 +345,12 @@ func (s *sqlStore) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
 	if why := rowsReason(&q); why != "" {
 		st.Method = MethodRows
 		st.From, st.To = q.Filter.From, q.Filter.To
-		if err := s.statsFromRows(ctx, &q, acc, why); err != nil {
+		if err := src.statsFromRows(ctx, &q, acc, why); err != nil {
 			return Stats{}, err
 		}
 	} else {
 		st.Method = MethodRollups
-		if st.From, st.To, err = s.statsFromRollups(ctx, &q, acc); err != nil {
+		if st.From, st.To, err = src.statsFromRollups(ctx, &q, acc); err != nil {
 			return Stats{}, err
 		}
 	}
