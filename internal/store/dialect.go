@@ -39,6 +39,9 @@ type dialect struct {
 	// costs a linear search of those seen before: a 650-row insert took 2 s
 	// to parse with $N, 22 ms with ?). Both write the same rows.
 	arrays bool
+	// stmts keeps a store's VALUES inserts prepared (SQLite); nil in the
+	// package's dialect values, set per store by newSQLStore.
+	stmts *stmtCache
 	// planTime: Stats chooses between the time index and a table scan
 	// itself (see wideWindow) because the engine's planner cannot.
 	planTime bool

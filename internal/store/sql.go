@@ -42,6 +42,9 @@ type sqlStore struct {
 }
 
 func newSQLStore(d dialect, write, read *sql.DB) *sqlStore {
+	if !d.arrays {
+		d.stmts = newStmtCache(write)
+	}
 	return &sqlStore{d: d, write: write, read: read,
 		statsSlots: make(chan struct{}, MaxConcurrentStats), maxStatsRows: MaxStatsRows,
 		writer: newWriterID()}
@@ -52,6 +55,7 @@ func (s *sqlStore) Engine() string { return s.d.name }
 func (s *sqlStore) Ping(ctx context.Context) error { return s.write.PingContext(ctx) }
 
 func (s *sqlStore) Close() error {
+	s.d.stmts.close()
 	err := s.write.Close()
 	if s.read != s.write {
 		err = errors.Join(err, s.read.Close())
@@ -252,7 +256,7 @@ func insertRows(ctx context.Context, tx *sql.Tx, d dialect, table string, cs []c
 	if d.arrays {
 		return insertUnnest(ctx, tx, table, cs, args, conflict, returning)
 	}
-	return insertValues(ctx, tx, table, cs, args, conflict, returning)
+	return insertValues(ctx, tx, d.stmts, table, cs, args, conflict, returning)
 }
 
 // insert inserts rows with the engine's inserter.
@@ -261,12 +265,28 @@ func (s *sqlStore) insert(ctx context.Context, tx *sql.Tx, table string, cs []co
 }
 
 // execInsert runs one insert statement, collecting the returned column.
-func execInsert(ctx context.Context, tx *sql.Tx, q string, args []any, returning string, got []string) ([]string, error) {
+// With st (q prepared) it runs st in tx instead of preparing q again.
+func execInsert(ctx context.Context, tx *sql.Tx, q string, st *sql.Stmt, args []any, returning string, got []string) ([]string, error) {
+	if st != nil {
+		st = tx.StmtContext(ctx, st)
+		defer st.Close()
+	}
 	if returning == "" {
-		_, err := tx.ExecContext(ctx, q, args...)
+		var err error
+		if st != nil {
+			_, err = st.ExecContext(ctx, args...)
+		} else {
+			_, err = tx.ExecContext(ctx, q, args...)
+		}
 		return got, err
 	}
-	rows, err := tx.QueryContext(ctx, q, args...)
+	var rows *sql.Rows
+	var err error
+	if st != nil {
+		rows, err = st.QueryContext(ctx, args...)
+	} else {
+		rows, err = tx.QueryContext(ctx, q, args...)
+	}
 	if err != nil {
 		return got, err
 	}
@@ -282,20 +302,102 @@ func execInsert(ctx context.Context, tx *sql.Tx, q string, args []any, returning
 }
 
 // insertValues inserts rows as multi-row VALUES statements of at most
-// maxParams placeholders.
-func insertValues(ctx context.Context, tx *sql.Tx, table string, cs []column, args []any, conflict, returning string) ([]string, error) {
+// maxParams placeholders. With a statement cache, the rows go in chunks of
+// a few fixed sizes (chunkRows), whose statements stay prepared: SQLite
+// otherwise parses every statement of every batch again, which was most of
+// the writer's time.
+func insertValues(ctx context.Context, tx *sql.Tx, stmts *stmtCache, table string, cs []column, args []any, conflict, returning string) ([]string, error) {
 	perStmt := maxParams / len(cs)
 	var got []string
 	for len(args) > 0 {
 		n := min(len(args)/len(cs), perStmt)
+		if stmts != nil {
+			n = chunkRows(n)
+		}
 		chunk := args[:n*len(cs)]
-		var err error
-		if got, err = execInsert(ctx, tx, valuesStatement(table, cs, n, conflict, returning), chunk, returning, got); err != nil {
+		q := valuesStatement(table, cs, n, conflict, returning)
+		st, err := stmts.get(ctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("insert %s: prepare: %w", table, err)
+		}
+		if got, err = execInsert(ctx, tx, q, st, chunk, returning, got); err != nil {
 			return nil, fmt.Errorf("insert %s: %w", table, err)
 		}
 		args = args[len(chunk):]
 	}
 	return got, nil
+}
+
+// chunkRows is the largest of a few fixed row counts that is at most n.
+func chunkRows(n int) int {
+	for _, c := range [...]int{256, 64, 16, 4} {
+		if c <= n {
+			return c
+		}
+	}
+	return 1
+}
+
+// stmtCache keeps insert statements prepared on a store's write pool. Its
+// statements are of the few chunk sizes, tables and clauses there are, so
+// it stays small. A statement is prepared between transactions (SQLite's
+// write pool is one connection, which a transaction holds): one not yet
+// prepared runs unprepared and is noted, and prepareNoted, called before
+// the next transaction, prepares it. A nil cache prepares nothing.
+type stmtCache struct {
+	db    *sql.DB
+	mu    sync.Mutex
+	m     map[string]*sql.Stmt
+	noted []string
+}
+
+func newStmtCache(db *sql.DB) *stmtCache { return &stmtCache{db: db, m: map[string]*sql.Stmt{}} }
+
+// get returns q prepared, or nil (and notes q) when it is not yet.
+func (c *stmtCache) get(ctx context.Context, q string) (*sql.Stmt, error) {
+	if c == nil {
+		return nil, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.m[q]; ok {
+		return st, nil
+	}
+	if !slices.Contains(c.noted, q) {
+		c.noted = append(c.noted, q)
+	}
+	return nil, nil
+}
+
+// prepareNoted prepares the statements get noted; outside a transaction.
+func (c *stmtCache) prepareNoted(ctx context.Context) error {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.noted) > 0 {
+		q := c.noted[0]
+		st, err := c.db.PrepareContext(ctx, q)
+		if err != nil {
+			return err
+		}
+		c.m[q] = st
+		c.noted = c.noted[1:]
+	}
+	return nil
+}
+
+func (c *stmtCache) close() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for q, st := range c.m {
+		st.Close()
+		delete(c.m, q)
+	}
 }
 
 // unnestStatement is INSERT ... SELECT * FROM unnest($1::text[], ...): one
@@ -368,7 +470,7 @@ func insertUnnest(ctx context.Context, tx *sql.Tx, table string, cs []column, ar
 			params[j] = a
 		}
 	}
-	got, err := execInsert(ctx, tx, unnestStatement(table, cs, conflict, returning), params, returning, nil)
+	got, err := execInsert(ctx, tx, unnestStatement(table, cs, conflict, returning), nil, params, returning, nil)
 	if err != nil {
 		return nil, fmt.Errorf("insert %s: %w", table, err)
 	}
@@ -394,6 +496,9 @@ func (s *sqlStore) Insert(ctx context.Context, recs []record.Record) error {
 		if err := s.ensurePartitions(ctx, daysOf(ts)); err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}
+	}
+	if err := s.d.stmts.prepareNoted(ctx); err != nil {
+		return fmt.Errorf("insert: prepare: %w", err)
 	}
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
