@@ -370,20 +370,32 @@ func (c *stmtCache) get(ctx context.Context, q string) (*sql.Stmt, error) {
 }
 
 // prepareNoted prepares the statements get noted; outside a transaction.
+// The lock is not held while preparing: that waits for the write
+// connection, which a transaction of the same store (a compaction) may
+// hold while it calls get.
 func (c *stmtCache) prepareNoted(ctx context.Context) error {
 	if c == nil {
 		return nil
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	for len(c.noted) > 0 {
-		q := c.noted[0]
+	noted := c.noted
+	c.noted = nil
+	c.mu.Unlock()
+	for i, q := range noted {
 		st, err := c.db.PrepareContext(ctx, q)
 		if err != nil {
+			c.mu.Lock()
+			c.noted = append(c.noted, noted[i:]...)
+			c.mu.Unlock()
 			return err
 		}
-		c.m[q] = st
-		c.noted = c.noted[1:]
+		c.mu.Lock()
+		if _, ok := c.m[q]; ok {
+			st.Close()
+		} else {
+			c.m[q] = st
+		}
+		c.mu.Unlock()
 	}
 	return nil
 }
