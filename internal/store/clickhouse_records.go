@@ -382,12 +382,9 @@ func (s *chStore) Get(ctx context.Context, id string) (record.Record, error) {
 // page's rows whole. Sorting every matching row's seventy columns to keep
 // fifty would read the whole window.
 func (s *chStore) List(ctx context.Context, f Filter) (Page, error) {
-	limit := f.Limit
-	switch {
-	case limit == 0:
-		limit = DefaultLimit
-	case limit < 0 || limit > MaxLimit:
-		return Page{}, fmt.Errorf("%w: limit %d (want 1..%d)", ErrBadQuery, limit, MaxLimit)
+	limit, err := pageLimit(&f)
+	if err != nil {
+		return Page{}, err
 	}
 	var w chWhere
 	w.match(&f)

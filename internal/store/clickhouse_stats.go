@@ -576,25 +576,7 @@ func (s *chStore) statsFromRows(ctx context.Context, q *StatsQuery, acc *statsAc
 			}
 			c.labels[l] = lc
 		}
-		for i, fi := range acc.fields {
-			ok := true
-			for k, j := range colIdx[i] {
-				v, present := asFloat(vals[nd+3+j])
-				if !present {
-					ok = false
-					break
-				}
-				in[k] = v
-			}
-			if !ok {
-				continue
-			}
-			v := in[0]
-			if f := &StatFields[fi]; f.derive != nil {
-				v = f.derive(in)
-			}
-			c.sketchOf(i).Add(v)
-		}
+		c.addFields(acc, colIdx, vals[nd+3:], in)
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("stats: %w", err)

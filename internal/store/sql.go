@@ -869,13 +869,21 @@ func decodeCursor(c string) (int64, string, error) {
 	return n, id, nil
 }
 
-func (s *sqlStore) List(ctx context.Context, f Filter) (Page, error) {
-	limit := f.Limit
+// pageLimit is f's page size: DefaultLimit for 0, refused outside 1..MaxLimit.
+func pageLimit(f *Filter) (int, error) {
 	switch {
-	case limit == 0:
-		limit = DefaultLimit
-	case limit < 0 || limit > MaxLimit:
-		return Page{}, fmt.Errorf("%w: limit %d (want 1..%d)", ErrBadQuery, limit, MaxLimit)
+	case f.Limit == 0:
+		return DefaultLimit, nil
+	case f.Limit < 0 || f.Limit > MaxLimit:
+		return 0, fmt.Errorf("%w: limit %d (want 1..%d)", ErrBadQuery, f.Limit, MaxLimit)
+	}
+	return f.Limit, nil
+}
+
+func (s *sqlStore) List(ctx context.Context, f Filter) (Page, error) {
+	limit, err := pageLimit(&f)
+	if err != nil {
+		return Page{}, err
 	}
 	var b builder
 	b.match(&f)

@@ -78,25 +78,7 @@ func (s *sqlStore) statsFromRows(ctx context.Context, q *StatsQuery, acc *statsA
 		ts, _ := vals[nd].(int64)
 		c := acc.cell(ts)
 		c.addCount([]byte(asString(vals[nd+1])), 1)
-		for i, fi := range acc.fields {
-			ok := true
-			for k, j := range colIdx[i] {
-				v, present := asFloat(vals[nd+2+j])
-				if !present {
-					ok = false
-					break
-				}
-				in[k] = v
-			}
-			if !ok {
-				continue
-			}
-			v := in[0]
-			if f := &StatFields[fi]; f.derive != nil {
-				v = f.derive(in)
-			}
-			c.sketchOf(i).Add(v)
-		}
+		c.addFields(acc, colIdx, vals[nd+2:], in)
 	}
 	if err := rows.Close(); err != nil {
 		return fmt.Errorf("stats: %w", err)
@@ -199,4 +181,30 @@ func (s *sqlStore) countLabels(ctx context.Context, tx querier, q *StatsQuery, a
 		return fmt.Errorf("stats: labels: %w", err)
 	}
 	return nil
+}
+
+// addFields adds a record's values of acc's fields to c's sketches: vals
+// are the record's field columns, colIdx[i] where field i's inputs are in
+// them (two for a derived field), in scratch space for those inputs. A
+// field with an input absent is absent.
+func (c *statCell) addFields(acc *statsAcc, colIdx [][]int, vals []any, in []float64) {
+	for i, fi := range acc.fields {
+		ok := true
+		for k, j := range colIdx[i] {
+			v, present := asFloat(vals[j])
+			if !present {
+				ok = false
+				break
+			}
+			in[k] = v
+		}
+		if !ok {
+			continue
+		}
+		v := in[0]
+		if f := &StatFields[fi]; f.derive != nil {
+			v = f.derive(in)
+		}
+		c.sketchOf(i).Add(v)
+	}
 }
