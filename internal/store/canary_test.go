@@ -203,7 +203,7 @@ func TestSchemaHasNoPlaceForContent(t *testing.T) {
 		"rollups.api":            "API name", "rollups.route": "endpoint pattern", "rollups.model": "model name, cleaned and capped as in requests",
 		"rollups.group_name": "configured group", "rollups.channel": "configured channel", "rollups.region": "configured region",
 		"rollups.provider": "upstream host", "rollups.status": "terminal status", "rollups.writer": "random id of a gateway process",
-		"rollups.labels":      "diagnosis labels with counts",
+		"rollups.labels": "diagnosis labels with counts", "rollups.statuses": "terminal statuses with counts",
 		"rollup_dirty.writer": "random id of a gateway process",
 		"api_keys.hash":       "SHA-256 of an API key, never the key", "api_keys.name": "key name given by an operator",
 		"api_keys.role": "admin/viewer/client", "api_keys.group_name": "group given by an operator",

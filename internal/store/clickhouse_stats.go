@@ -15,21 +15,26 @@ import (
 
 // chRollupColumns are the rollups table's columns as chStore writes them.
 var chRollupColumns = func() []string {
-	cs := slices.Concat([]string{"level", "start_ns"}, rollupKeyColumns, []string{"writer", "count", "labels"})
+	cs := slices.Concat([]string{"level", "start_ns"}, rollupKeyColumns, []string{"writer", "count", "labels", "statuses"})
 	for _, f := range StatFields {
 		cs = append(cs, f.rollupCol())
 	}
 	return append(cs, "version")
 }()
 
-// chRollupRow returns the values of one rollup row.
-func chRollupRow(level int, start int64, k *rollupKey, writer string, c *rollupCell) ([]any, error) {
+// chRollupRow returns the values of one rollup row of projection p (see
+// rollupArgs).
+func chRollupRow(level, p int, start int64, k *rollupKey, writer string, c *rollupCell) ([]any, error) {
 	var stream uint8
 	if k.stream {
 		stream = 1
 	}
-	row := []any{uint8(level), start, k.api, k.route, k.model, k.group, k.channel, k.region, k.provider,
-		stream, k.status, writer, c.count, encodeLabels(c.labels)}
+	statuses := ""
+	if p > 0 {
+		statuses = encodeStatuses(c.statuses)
+	}
+	row := []any{uint8(storedLevel(level, p)), start, k.api, k.route, k.model, k.group, k.channel, k.region, k.provider,
+		stream, k.status, writer, c.count, encodeLabels(c.labels), statuses}
 	for _, sk := range c.sk {
 		if sk == nil || sk.Count() == 0 {
 			row = append(row, nil)
@@ -85,7 +90,7 @@ func (s *chStore) writeRollups(ctx context.Context, token string, recs []*record
 	slices.SortFunc(keys, compareUnitKeys)
 	rows := make([][]any, 0, len(keys))
 	for _, k := range keys {
-		row, err := chRollupRow(levelMinute, k.start, &k.key, token, cells[k])
+		row, err := chRollupRow(levelMinute, 0, k.start, &k.key, token, cells[k])
 		if err != nil {
 			return fmt.Errorf("write rollups: %w", err)
 		}
@@ -199,7 +204,7 @@ func (s *chStore) compactLevel(ctx context.Context, level int, cut int64, limit 
 	for _, start := range units {
 		want[start] = true
 	}
-	cells := map[unitKey]*rollupCell{}
+	cells := map[int64]map[rollupKey]*rollupCell{} // by unit
 	rows, err := s.write.QueryContext(ctx, "SELECT "+selectRollup+" FROM rollups FINAL WHERE level = ? AND start_ns >= ? AND start_ns < ?",
 		uint8(level-1), from, to)
 	if err != nil {
@@ -211,16 +216,21 @@ func (s *chStore) compactLevel(ctx context.Context, level int, cut int64, limit 
 			rows.Close()
 			return 0, fmt.Errorf("compact: %w", err)
 		}
-		k := unitKey{start: floorUnit(sr.start, levelUnit[level]), key: sr.key}
-		if !want[k.start] {
+		start := floorUnit(sr.start, levelUnit[level])
+		if !want[start] {
 			continue
 		}
-		c := cells[k]
+		unit := cells[start]
+		if unit == nil {
+			unit = map[rollupKey]*rollupCell{}
+			cells[start] = unit
+		}
+		c := unit[sr.key]
 		if c == nil {
 			c = newRollupCell()
-			cells[k] = c
+			unit[sr.key] = c
 		}
-		if err := c.mergeRow(sr.count, sr.labels, sr.sketches); err != nil {
+		if err := c.mergeRow(sr.key.status, sr.count, sr.statuses, sr.labels, sr.sketches); err != nil {
 			rows.Close()
 			return 0, fmt.Errorf("compact: %w", err)
 		}
@@ -228,18 +238,22 @@ func (s *chStore) compactLevel(ctx context.Context, level int, cut int64, limit 
 	if err := rows.Close(); err != nil {
 		return 0, fmt.Errorf("compact: %w", err)
 	}
-	keys := make([]unitKey, 0, len(cells))
-	for k := range cells {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, compareUnitKeys)
-	out := make([][]any, 0, len(keys))
-	for _, k := range keys {
-		row, err := chRollupRow(level, k.start, &k.key, "", cells[k])
-		if err != nil {
-			return 0, fmt.Errorf("compact: %w", err)
+	var out [][]any
+	for _, start := range units {
+		for p, unit := range projectCells(cells[start]) {
+			keys := make([]rollupKey, 0, len(unit))
+			for k := range unit {
+				keys = append(keys, k)
+			}
+			slices.SortFunc(keys, func(a, b rollupKey) int { return compareKeys(&a, &b) })
+			for _, k := range keys {
+				row, err := chRollupRow(level, p, start, &k, "", unit[k])
+				if err != nil {
+					return 0, fmt.Errorf("compact: %w", err)
+				}
+				out = append(out, row)
+			}
 		}
-		out = append(out, row)
 	}
 	if err := chInsert(ctx, s.write, "rollups", chRollupColumns, out); err != nil {
 		return 0, fmt.Errorf("compact: %w", err)
@@ -260,6 +274,7 @@ type chScannedRollup struct {
 	key      rollupKey
 	count    int64
 	labels   string
+	statuses string
 	sketches [][]byte
 }
 
@@ -267,7 +282,7 @@ func (r *chScannedRollup) scan(rows *sql.Rows) error {
 	var level, stream uint8
 	raw := make([]sql.RawBytes, len(StatFields))
 	dest := []any{&level, &r.start, &r.key.api, &r.key.route, &r.key.model, &r.key.group, &r.key.channel,
-		&r.key.region, &r.key.provider, &stream, &r.key.status, &r.count, &r.labels}
+		&r.key.region, &r.key.provider, &stream, &r.key.status, &r.count, &r.labels, &r.statuses}
 	for i := range raw {
 		dest = append(dest, &raw[i])
 	}
@@ -379,7 +394,7 @@ func (s *chStore) statsFromRollups(ctx context.Context, q *StatsQuery, acc *stat
 // until every one is read.
 func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc, level int, spans []unitSpan) error {
 	var w chWhere
-	w.cond("level = ?", uint8(level))
+	w.cond("level = ?", uint8(storedLevel(level, projectionFor(q, acc.dimCols))))
 	envelope := len(spans) > maxSpansInSQL
 	if envelope {
 		w.cond("start_ns >= ? AND start_ns < ?", spans[0].from, spans[len(spans)-1].to)
@@ -405,7 +420,7 @@ func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc,
 	}
 	// The row's name (every key column and the writer), then what acc
 	// needs.
-	sel := slices.Concat([]string{"start_ns", "count", "labels"}, rollupKeyColumns, []string{"writer"})
+	sel := slices.Concat([]string{"start_ns", "count", "labels", "statuses"}, rollupKeyColumns, []string{"writer"})
 	nk := len(rollupKeyColumns)
 	dimAt := make([]int, len(acc.dimCols)) // index in rollupKeyColumns
 	for i, c := range acc.dimCols {
@@ -421,10 +436,10 @@ func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc,
 	}
 	defer rows.Close()
 	var start, count int64
-	var labels sql.RawBytes
+	var labels, statuses sql.RawBytes
 	keyCols := make([]sql.RawBytes, nk+1) // and the writer
 	sketches := make([]sql.RawBytes, len(acc.fields))
-	dest := []any{&start, &count, &labels}
+	dest := []any{&start, &count, &labels, &statuses}
 	for i := range keyCols {
 		dest = append(dest, &keyCols[i])
 	}
@@ -432,20 +447,20 @@ func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc,
 		dest = append(dest, &sketches[i])
 	}
 	type heldRow struct {
-		start, count int64
-		labels       string
-		keyCols      [][]byte
+		start, count     int64
+		labels, statuses string
+		keyCols          [][]byte
 		sketches     [][]byte
 	}
 	seen := map[string]bool{}     // level 0: names read
 	held := map[string]*heldRow{} // level 1 and up: the largest row of each name
 	var name []byte
-	add := func(start, count int64, labels []byte, keyCols, sketches [][]byte) error {
+	add := func(start, count int64, labels, statuses []byte, keyCols, sketches [][]byte) error {
 		for i := range acc.dimCols {
 			acc.setDim(i, keyCols[dimAt[i]])
 		}
 		c := acc.cell(start)
-		c.addCount(keyCols[statusAt], count)
+		c.addRowCounts(keyCols[statusAt], count, statuses)
 		if len(labels) > 0 {
 			addLabels(c.labels, string(labels))
 		}
@@ -485,7 +500,7 @@ func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc,
 				continue
 			}
 			seen[string(name)] = true
-			if err := add(start, count, labels, kc, sk); err != nil {
+			if err := add(start, count, labels, statuses, kc, sk); err != nil {
 				return err
 			}
 			continue
@@ -494,7 +509,7 @@ func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc,
 			continue
 		}
 		// RawBytes are valid until the next Scan: keep copies.
-		h := &heldRow{start: start, count: count, labels: string(labels)}
+		h := &heldRow{start: start, count: count, labels: string(labels), statuses: string(statuses)}
 		for _, b := range kc {
 			h.keyCols = append(h.keyCols, slices.Clone(b))
 		}
@@ -507,7 +522,7 @@ func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc,
 		return fmt.Errorf("stats: rollups: %w", err)
 	}
 	for _, h := range held {
-		if err := add(h.start, h.count, []byte(h.labels), h.keyCols, h.sketches); err != nil {
+		if err := add(h.start, h.count, []byte(h.labels), []byte(h.statuses), h.keyCols, h.sketches); err != nil {
 			return err
 		}
 	}

@@ -136,7 +136,7 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 			c = newRollupCell()
 			cells[sr.key] = c
 		}
-		if err := c.mergeRow(sr.count, sr.labels, sr.bytesOf()); err != nil {
+		if err := c.mergeRow(sr.key.status, sr.count, sr.statuses, sr.labels, sr.bytesOf()); err != nil {
 			rows.Close()
 			return false, fmt.Errorf("compact: %w", err)
 		}
@@ -144,22 +144,30 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 	if err := rows.Close(); err != nil {
 		return false, fmt.Errorf("compact: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM rollups WHERE level = $1 AND start_ns = $2`, int64(level), start); err != nil {
+	var b builder
+	levels := storedLevels(level)
+	marks := make([]string, len(levels))
+	for i, l := range levels {
+		marks[i] = b.arg(l)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM rollups WHERE level IN (`+strings.Join(marks, ", ")+`) AND start_ns = `+b.arg(start), b.args...); err != nil {
 		return false, fmt.Errorf("compact: %w", err)
 	}
-	keys := make([]rollupKey, 0, len(cells))
-	for k := range cells {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b rollupKey) int { return compareKeys(&a, &b) })
-	var args []any
-	for _, k := range keys {
-		if args, err = rollupArgs(args, level, start, &k, "", cells[k]); err != nil {
+	for p, cells := range projectCells(cells) {
+		keys := make([]rollupKey, 0, len(cells))
+		for k := range cells {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, func(a, b rollupKey) int { return compareKeys(&a, &b) })
+		var args []any
+		for _, k := range keys {
+			if args, err = rollupArgs(args, level, p, start, &k, "", cells[k]); err != nil {
+				return false, fmt.Errorf("compact: %w", err)
+			}
+		}
+		if _, err := insertRows(ctx, tx, s.d, "rollups", rollupTable, args, rollupUpsert, ""); err != nil {
 			return false, fmt.Errorf("compact: %w", err)
 		}
-	}
-	if _, err := insertRows(ctx, tx, s.d, "rollups", rollupTable, args, rollupUpsert, ""); err != nil {
-		return false, fmt.Errorf("compact: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return false, fmt.Errorf("compact: commit: %w", err)
@@ -174,8 +182,10 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 func deleteRollupsBefore(ctx context.Context, tx *sql.Tx, t int64) error {
 	for level := range numLevels {
 		last := t - int64(levelUnit[level]) // a unit starting at or before this ends by t
-		if _, err := tx.ExecContext(ctx, `DELETE FROM rollups WHERE level = $1 AND start_ns <= $2`, int64(level), last); err != nil {
-			return fmt.Errorf("delete rollups: %w", err)
+		for _, l := range storedLevels(level) {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM rollups WHERE level = $1 AND start_ns <= $2`, l, last); err != nil {
+				return fmt.Errorf("delete rollups: %w", err)
+			}
 		}
 		if level > levelMinute {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM rollup_dirty WHERE level = $1 AND start_ns <= $2`, int64(level), last); err != nil {

@@ -205,8 +205,10 @@ var migrationFiles embed.FS
 // migration, in its transaction, on the engines they name ("" for both):
 // data moves that the shared SQL cannot express.
 var goMigrations = map[int]map[string]func(ctx context.Context, tx *sql.Tx, d dialect) error{
-	3: {"": backfillRollups},        // 0003_rollups.sql
 	4: {"postgres": partitionByDay}, // 0004_partitions.*.sql
+	// The rollups of records stored before 0003_rollups.sql, made once
+	// the rollups table has every column that writing them needs.
+	6: {"": backfillRollups}, // 0006_projections.sql
 }
 
 // migration is one embedded schema change: NNNN_what.sql for both engines,

@@ -149,21 +149,24 @@ func addLabels(l labelCounts, s string) {
 	}
 }
 
-// rollupCell is the summary of one rollup row: its records' count, labels
-// and one sketch per StatFields entry (nil while no value was added).
+// rollupCell is the summary of one rollup row: its records' count, their
+// count per terminal status, labels and one sketch per StatFields entry
+// (nil while no value was added).
 type rollupCell struct {
-	count  int64
-	labels labelCounts
-	sk     []*sketch.Sketch
+	count    int64
+	statuses map[string]int64
+	labels   labelCounts
+	sk       []*sketch.Sketch
 }
 
 func newRollupCell() *rollupCell {
-	return &rollupCell{labels: labelCounts{}, sk: make([]*sketch.Sketch, len(StatFields))}
+	return &rollupCell{statuses: map[string]int64{}, labels: labelCounts{}, sk: make([]*sketch.Sketch, len(StatFields))}
 }
 
 // add adds one record.
 func (c *rollupCell) add(r *record.Record) {
 	c.count++
+	c.statuses[clean(r.Status, maxNameLen)]++
 	for i, l := range r.Diagnosis[:min(len(r.Diagnosis), maxLabels)] {
 		l = clean(l, maxNameLen)
 		v := c.labels[l]
@@ -183,9 +186,16 @@ func (c *rollupCell) add(r *record.Record) {
 	}
 }
 
-// mergeRow adds a stored row's summary (count, labels, encoded sketches).
-func (c *rollupCell) mergeRow(count int64, labels string, sketches [][]byte) error {
+// mergeRow adds a stored row's summary: its count, of status (a row keyed
+// by status) or of the statuses its statuses column counts (a row of a
+// projection without the status), labels and encoded sketches.
+func (c *rollupCell) mergeRow(status string, count int64, statuses, labels string, sketches [][]byte) error {
 	c.count += count
+	if statuses != "" {
+		addStatuses(c.statuses, statuses)
+	} else {
+		c.statuses[status] += count
+	}
 	addLabels(c.labels, labels)
 	for i, b := range sketches {
 		if len(b) == 0 {
@@ -199,6 +209,197 @@ func (c *rollupCell) mergeRow(count int64, labels string, sketches [][]byte) err
 		}
 	}
 	return nil
+}
+
+// merge adds o's summary to c.
+func (c *rollupCell) merge(o *rollupCell) {
+	c.count += o.count
+	for k, n := range o.statuses {
+		c.statuses[k] += n
+	}
+	c.labels.add(o.labels)
+	for i, sk := range o.sk {
+		if sk == nil {
+			continue
+		}
+		if c.sk[i] == nil {
+			c.sk[i] = new(sketch.Sketch)
+		}
+		c.sk[i].Merge(sk)
+	}
+}
+
+// statusEscaper keeps the separators of the statuses column out of a
+// status: terminal statuses are identifiers, but a record's status is
+// stored as it came.
+var statusEscaper, statusUnescaper = strings.NewReplacer("%", "%25", ",", "%2C", "=", "%3D"),
+	strings.NewReplacer("%25", "%", "%2C", ",", "%3D", "=")
+
+// encodeStatuses writes per-status counts as "status=count" joined by
+// commas, sorted by status.
+func encodeStatuses(m map[string]int64) string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	for i, k := range names {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(statusEscaper.Replace(k))
+		b.WriteByte('=')
+		b.WriteString(strconv.FormatInt(m[k], 10))
+	}
+	return b.String()
+}
+
+// eachStatus calls fn with each status and count that encodeStatuses
+// wrote in s, skipping malformed parts. The status is only valid during
+// the call.
+func eachStatus(s string, fn func(status string, n int64)) {
+	for s != "" {
+		var part string
+		part, s, _ = strings.Cut(s, ",")
+		name, ns, ok := strings.Cut(part, "=")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(ns, 10, 64)
+		if err != nil {
+			continue
+		}
+		if strings.IndexByte(name, '%') >= 0 {
+			name = statusUnescaper.Replace(name)
+		}
+		fn(name, n)
+	}
+}
+
+// addStatuses adds what encodeStatuses wrote to m.
+func addStatuses(m map[string]int64, s string) {
+	eachStatus(s, func(status string, n int64) { m[status] += n })
+}
+
+// A projection is the set of key dimensions a compacted rollup row keeps
+// (a bit per rollupKeyColumns entry); the others are merged away. A
+// compacted unit (ten minutes, an hour, a day) is written once per
+// projection, so that a summary reads the coarsest rows that still hold
+// every dimension it filters or groups by: the dashboard's overview of a
+// week reads a few rows per hour, not one per key and status. The rows of
+// projection p at level l are stored with level l + projStride×p;
+// projection 0, every dimension and the status, is what levels 1 to 3
+// always held. Minute rows are written at ingest with projection 0 only.
+type projection uint16
+
+const projStride = 10
+
+func projectionOf(cols ...string) projection {
+	var p projection
+	for _, c := range cols {
+		i := slices.Index(rollupKeyColumns, c)
+		if i < 0 {
+			panic("rollup: no key column " + c)
+		}
+		p |= 1 << i
+	}
+	return p
+}
+
+// projections, finest first. Rows of a projection without the status count
+// their records per status in the statuses column.
+var projections = []projection{
+	projectionOf(rollupKeyColumns...),
+	projectionOf("api", "route", "model", "group_name", "channel", "region", "provider", "stream"),
+	projectionOf("model", "channel", "group_name", "stream"),
+	projectionOf("model", "group_name", "stream"),
+	projectionOf("channel", "group_name", "stream"),
+	projectionOf("group_name", "stream"),
+}
+
+func (p projection) has(col string) bool { return p&projectionOf(col) != 0 }
+
+// storedLevel is the level column of the rows of projection p at level.
+func storedLevel(level, p int) int64 {
+	if level == levelMinute {
+		return levelMinute
+	}
+	return int64(level + projStride*p)
+}
+
+// storedLevels lists the level column's values of level's rows, every
+// projection's.
+func storedLevels(level int) []any {
+	if level == levelMinute {
+		return []any{int64(levelMinute)}
+	}
+	var ls []any
+	for p := range projections {
+		ls = append(ls, storedLevel(level, p))
+	}
+	return ls
+}
+
+// project returns k with the dimensions p does not keep emptied.
+func (k rollupKey) project(p projection) rollupKey {
+	for i, f := range []*string{&k.api, &k.route, &k.model, &k.group, &k.channel, &k.region, &k.provider} {
+		if p&(1<<i) == 0 {
+			*f = ""
+		}
+	}
+	if !p.has("stream") {
+		k.stream = false
+	}
+	if !p.has("status") {
+		k.status = ""
+	}
+	return k
+}
+
+// projectionFor returns the coarsest projection (an index in projections)
+// that keeps every dimension q filters by and every group column of acc.
+func projectionFor(q *StatsQuery, dimCols []string) int {
+	var need projection
+	for _, c := range dimCols {
+		need |= projectionOf(c)
+	}
+	f := &q.Filter
+	for _, c := range []struct{ col, v string }{{"model", f.Model}, {"channel", f.Channel}, {"group_name", f.Group}, {"status", f.Status}} {
+		if c.v != "" {
+			need |= projectionOf(c.col)
+		}
+	}
+	if f.Stream != nil {
+		need |= projectionOf("stream")
+	}
+	for p := len(projections) - 1; p > 0; p-- {
+		if projections[p]&need == need {
+			return p
+		}
+	}
+	return 0
+}
+
+// projectCells makes, of the cells of one unit keyed by every dimension
+// and status, the cells of every projection.
+func projectCells(full map[rollupKey]*rollupCell) []map[rollupKey]*rollupCell {
+	out := make([]map[rollupKey]*rollupCell, len(projections))
+	out[0] = full
+	for p := 1; p < len(projections); p++ {
+		m := map[rollupKey]*rollupCell{}
+		for k, c := range full {
+			pk := k.project(projections[p])
+			pc := m[pk]
+			if pc == nil {
+				pc = newRollupCell()
+				m[pk] = pc
+			}
+			pc.merge(c)
+		}
+		out[p] = m
+	}
+	return out
 }
 
 // unitKey is a rollup row's identity within one level and writer.
@@ -228,13 +429,13 @@ var rollupTable = func() []column {
 	for _, f := range StatFields {
 		cs = append(cs, column{f.rollupCol(), bytesCol})
 	}
-	return cs
+	return append(cs, column{"statuses", textCol}) // added by 0006_projections.sql
 }()
 
 // rollupUpsert is the conflict clause that replaces a row with the merged
 // one the statement carries.
 var rollupUpsert = func() string {
-	set := []string{"count = excluded.count", "labels = excluded.labels"}
+	set := []string{"count = excluded.count", "labels = excluded.labels", "statuses = excluded.statuses"}
 	for _, f := range StatFields {
 		c := f.rollupCol()
 		set = append(set, c+" = excluded."+c)
@@ -242,9 +443,15 @@ var rollupUpsert = func() string {
 	return "ON CONFLICT (level, start_ns, " + strings.Join(rollupKeyColumns, ", ") + ", writer) DO UPDATE SET " + strings.Join(set, ", ")
 }()
 
-// rollupArgs appends the arguments of one rollup row.
-func rollupArgs(args []any, level int, start int64, k *rollupKey, writer string, c *rollupCell) ([]any, error) {
-	args = append(args, int64(level), start, k.api, k.route, k.model, k.group, k.channel, k.region, k.provider,
+// rollupArgs appends the arguments of one rollup row, at its stored level:
+// a row of a projection without the status (p > 0) counts its records per
+// status.
+func rollupArgs(args []any, level int, p int, start int64, k *rollupKey, writer string, c *rollupCell) ([]any, error) {
+	statuses := ""
+	if p > 0 {
+		statuses = encodeStatuses(c.statuses)
+	}
+	args = append(args, storedLevel(level, p), start, k.api, k.route, k.model, k.group, k.channel, k.region, k.provider,
 		k.stream, k.status, writer, c.count, encodeLabels(c.labels))
 	for _, s := range c.sk {
 		if s == nil || s.Count() == 0 {
@@ -257,12 +464,12 @@ func rollupArgs(args []any, level int, start int64, k *rollupKey, writer string,
 		}
 		args = append(args, b)
 	}
-	return args, nil
+	return append(args, statuses), nil
 }
 
 // selectRollup is the column list rollup rows are read with by
 // scanRollup: the unit, the key, count, labels and every sketch.
-var selectRollup = "level, start_ns, " + strings.Join(rollupKeyColumns, ", ") + ", count, labels, " + func() string {
+var selectRollup = "level, start_ns, " + strings.Join(rollupKeyColumns, ", ") + ", count, labels, statuses, " + func() string {
 	var cs []string
 	for _, f := range StatFields {
 		cs = append(cs, f.rollupCol())
@@ -278,6 +485,7 @@ type scannedRollup struct {
 	key      rollupKey
 	count    int64
 	labels   string
+	statuses string
 	sketches []sql.RawBytes
 	dest     []any
 }
@@ -286,7 +494,7 @@ func newScannedRollup() *scannedRollup {
 	r := &scannedRollup{sketches: make([]sql.RawBytes, len(StatFields))}
 	var stream any
 	r.dest = []any{&r.level, &r.start, &r.key.api, &r.key.route, &r.key.model, &r.key.group, &r.key.channel,
-		&r.key.region, &r.key.provider, &stream, &r.key.status, &r.count, &r.labels}
+		&r.key.region, &r.key.provider, &stream, &r.key.status, &r.count, &r.labels, &r.statuses}
 	for i := range r.sketches {
 		r.dest = append(r.dest, &r.sketches[i])
 	}
@@ -364,7 +572,7 @@ func writeRollups(ctx context.Context, tx *sql.Tx, d dialect, writer string, rec
 			return fmt.Errorf("read rollups: %w", err)
 		}
 		if c := cells[unitKey{start: sr.start, key: sr.key}]; c != nil {
-			if err := c.mergeRow(sr.count, sr.labels, sr.bytesOf()); err != nil {
+			if err := c.mergeRow(sr.key.status, sr.count, sr.statuses, sr.labels, sr.bytesOf()); err != nil {
 				rows.Close()
 				return fmt.Errorf("read rollups: %w", err)
 			}
@@ -383,7 +591,7 @@ func writeRollups(ctx context.Context, tx *sql.Tx, d dialect, writer string, rec
 	slices.SortFunc(keys, compareUnitKeys)
 	var rargs []any
 	for _, k := range keys {
-		if rargs, err = rollupArgs(rargs, levelMinute, k.start, &k.key, writer, cells[k]); err != nil {
+		if rargs, err = rollupArgs(rargs, levelMinute, 0, k.start, &k.key, writer, cells[k]); err != nil {
 			return fmt.Errorf("write rollups: %w", err)
 		}
 	}
@@ -451,12 +659,21 @@ func compareKeys(a, b *rollupKey) int {
 const backfillWriter = "backfill"
 
 // backfillRollups makes the rollups of every record already stored, when
-// the migration that adds rollups runs on an existing database: reads of
+// a database made before rollups (0003) is migrated: reads of
 // the summaries come from rollups only, so records without them would be
 // missing from every answer. It reads the records in time order, a page at
 // a time, through the ingest path (writeRollups), in the migration's
 // transaction.
 func backfillRollups(ctx context.Context, tx *sql.Tx, d dialect) error {
+	// Rollups are written with their records since 0003: a database that
+	// has any was made or migrated since, and has all of them.
+	var have int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM rollups LIMIT 1) r`).Scan(&have); err != nil {
+		return fmt.Errorf("backfill rollups: %w", err)
+	}
+	if have > 0 {
+		return nil
+	}
 	const page = 5000
 	var lastTS int64 = math.MinInt64
 	lastID := ""

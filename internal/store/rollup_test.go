@@ -255,6 +255,9 @@ func rollupQueries(days int) []StatsQuery {
 		{Filter: w, Bucket: 10 * time.Minute, Fields: []string{"first_text_delta_ms"}},
 		{Filter: with(w, func(f *Filter) { f.Model, f.Stream = "m-b", &yes }), GroupBy: []string{"channel"}},
 		{Filter: with(w, func(f *Filter) { f.Status = record.StatusTruncated })},
+		{Filter: with(w, func(f *Filter) { f.Status = record.StatusOK }), GroupBy: []string{"model"}, Bucket: 6 * time.Hour},
+		{Filter: with(w, func(f *Filter) { f.Group = "g-a" }), GroupBy: []string{"channel"}},
+		{Filter: with(w, func(f *Filter) { f.Stream = &yes }), GroupBy: []string{"route", "region", "provider"}},
 		// A window of hours within a day, and one of minutes.
 		{Filter: Filter{From: rollupBase.Add(3 * time.Hour), To: rollupBase.Add(17 * time.Hour)}, GroupBy: []string{"model"}},
 		{Filter: Filter{From: rollupBase.Add(25*time.Hour + 7*time.Minute), To: rollupBase.Add(26*time.Hour + 3*time.Minute)}},
@@ -297,8 +300,18 @@ func TestRollupAccuracy(t *testing.T) {
 					}
 					check("minutes")
 					compactAll(t, s, rollupBase.Add(days*24*time.Hour+time.Hour))
-					if n := countRows(t, s, "SELECT COUNT(*) FROM rollups WHERE level = 2"); n == 0 {
-						t.Fatal("no day rollups after compaction")
+					// Every projection of every compacted level, each
+					// coarser one in fewer rows than projection 0.
+					for level := levelTenMinute; level < numLevels; level++ {
+						full := countRows(t, s, fmt.Sprint("SELECT COUNT(*) FROM rollups WHERE level = ", storedLevel(level, 0)))
+						if full == 0 {
+							t.Fatalf("no rollups of level %d after compaction", level)
+						}
+						for p := 1; p < len(projections); p++ {
+							if n := countRows(t, s, fmt.Sprint("SELECT COUNT(*) FROM rollups WHERE level = ", storedLevel(level, p))); n == 0 || n >= full {
+								t.Errorf("level %d projection %d: %d rows, projection 0 %d", level, p, n, full)
+							}
+						}
 					}
 					check("compacted")
 					// Late records dirty an hour and its day again.
@@ -592,4 +605,53 @@ func openRaw(t *testing.T, dsn string) (dialect, *sql.DB) {
 	}
 	t.Cleanup(func() { db.Close() })
 	return d, db
+}
+
+// TestProjectionFor: a summary reads the coarsest projection that keeps
+// every dimension it filters or groups by.
+func TestProjectionFor(t *testing.T) {
+	yes := true
+	for _, c := range []struct {
+		q    StatsQuery
+		cols []string
+		want int
+	}{
+		{StatsQuery{}, nil, 5},
+		{StatsQuery{Filter: Filter{Stream: &yes, Group: "g"}}, nil, 5},
+		{StatsQuery{}, []string{"channel"}, 4},
+		{StatsQuery{Filter: Filter{Model: "m"}}, nil, 3},
+		{StatsQuery{Filter: Filter{Model: "m"}}, []string{"channel"}, 2},
+		{StatsQuery{}, []string{"api"}, 1},
+		{StatsQuery{}, []string{"provider", "stream"}, 1},
+		{StatsQuery{Filter: Filter{Status: "ok"}}, nil, 0},
+	} {
+		if got := projectionFor(&c.q, c.cols); got != c.want {
+			t.Errorf("filter %+v, group columns %v: projection %d, want %d", c.q.Filter, c.cols, got, c.want)
+		}
+	}
+	// Each projection keeps what it says and no more.
+	k := rollupKey{api: "a", route: "r", model: "m", group: "g", channel: "c", region: "e", provider: "p", stream: true, status: "ok"}
+	for p, proj := range projections {
+		pk := k.project(proj)
+		for _, col := range rollupKeyColumns {
+			if kept := pk.dim(col) == k.dim(col); kept != proj.has(col) {
+				t.Errorf("projection %d: %s kept %v", p, col, kept)
+			}
+		}
+	}
+}
+
+// TestStatusesRoundTrip: per-status counts survive the statuses column,
+// whatever characters a status holds.
+func TestStatusesRoundTrip(t *testing.T) {
+	in := map[string]int64{"ok": 1 << 40, "upstream_error": 3, "a,b=c%2C": 2, "": 1, "%": 7}
+	got := map[string]int64{}
+	addStatuses(got, encodeStatuses(in))
+	if !mapsEqual(got, in) {
+		t.Errorf("got %v, want %v (encoded %q)", got, in, encodeStatuses(in))
+	}
+	addStatuses(got, "ok=1,broken,=x,ok=2")
+	if got["ok"] != 1<<40+3 {
+		t.Errorf("malformed parts not skipped: ok=%d", got["ok"])
+	}
 }

@@ -494,7 +494,20 @@ func (a *statsAcc) cell(ts int64) *statCell {
 }
 
 // addCount adds n records of one status to c.
-func (c *statCell) addCount(status []byte, n int64) {
+func (c *statCell) addCount(status []byte, n int64) { addCount(c, status, n) }
+
+// addRowCounts adds a rollup row's count to c: of status, or, for a row of
+// a projection without the status, of each status its statuses column
+// counts.
+func (c *statCell) addRowCounts(status []byte, count int64, statuses []byte) {
+	if len(statuses) == 0 {
+		addCount(c, status, count)
+		return
+	}
+	eachStatus(string(statuses), func(status string, n int64) { addCount(c, status, n) })
+}
+
+func addCount[S string | []byte](c *statCell, status S, n int64) {
 	c.count += n
 	if string(status) != record.StatusOK {
 		c.errors += n

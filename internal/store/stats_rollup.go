@@ -163,7 +163,7 @@ func (s *sqlStore) statsFromRollups(ctx context.Context, q *StatsQuery, acc *sta
 // readRollups merges the rollup rows of one level within spans into acc.
 func (s *sqlStore) readRollups(ctx context.Context, tx *sql.Tx, q *StatsQuery, acc *statsAcc, level int, spans []unitSpan) error {
 	var b builder
-	b.cond("level = " + b.arg(int64(level)))
+	b.cond("level = " + b.arg(storedLevel(level, projectionFor(q, acc.dimCols))))
 	envelope := len(spans) > maxSpansInSQL
 	if envelope {
 		b.cond("start_ns >= " + b.arg(spans[0].from) + " AND start_ns < " + b.arg(spans[len(spans)-1].to))
@@ -183,7 +183,7 @@ func (s *sqlStore) readRollups(ctx context.Context, tx *sql.Tx, q *StatsQuery, a
 	if f.Stream != nil {
 		b.cond("stream = " + b.arg(*f.Stream))
 	}
-	sel := []string{"start_ns", "status", "count", "labels"}
+	sel := []string{"start_ns", "status", "count", "labels", "statuses"}
 	sel = append(sel, acc.dimCols...)
 	for _, fi := range acc.fields {
 		sel = append(sel, StatFields[fi].rollupCol())
@@ -194,11 +194,11 @@ func (s *sqlStore) readRollups(ctx context.Context, tx *sql.Tx, q *StatsQuery, a
 	}
 	defer rows.Close()
 	var start, count int64
-	var status, labels sql.RawBytes
+	var status, labels, statuses sql.RawBytes
 	nd := len(acc.dimCols)
 	dims := make([]sql.RawBytes, nd)
 	sketches := make([]sql.RawBytes, len(acc.fields))
-	dest := []any{&start, &status, &count, &labels}
+	dest := []any{&start, &status, &count, &labels, &statuses}
 	for i := range dims {
 		dest = append(dest, &dims[i])
 	}
@@ -216,7 +216,7 @@ func (s *sqlStore) readRollups(ctx context.Context, tx *sql.Tx, q *StatsQuery, a
 			acc.setDim(i, dims[i])
 		}
 		c := acc.cell(start)
-		c.addCount(status, count)
+		c.addRowCounts(status, count, statuses)
 		if len(labels) > 0 {
 			addLabels(c.labels, string(labels))
 		}

@@ -1,0 +1,15 @@
+-- Projections of compacted rollups. A ten-minute, hour or day unit is now
+-- written once per projection — a set of key dimensions kept, the others
+-- merged — so that a summary reads the coarsest rows that still hold what
+-- it filters and groups by (see projections in rollup.go). The rows of
+-- projection p at level l have level l + 10×p; projection 0 (every
+-- dimension and the status) is what levels 1 to 3 held before. Rows of a
+-- projection without the status count their records per status here, as
+-- "status=count" joined by commas.
+ALTER TABLE rollups ADD COLUMN statuses TEXT NOT NULL DEFAULT '';
+
+-- Every unit compacted before is compacted again, with its projections;
+-- until then reads take its finer rows, as for any dirty unit.
+INSERT INTO rollup_dirty (level, start_ns, writer, seq)
+	SELECT DISTINCT level, start_ns, 'projections', 1 FROM rollups WHERE level BETWEEN 1 AND 3
+	ON CONFLICT (level, start_ns, writer) DO NOTHING;
