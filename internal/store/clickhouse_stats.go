@@ -450,7 +450,7 @@ func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc,
 		start, count     int64
 		labels, statuses string
 		keyCols          [][]byte
-		sketches     [][]byte
+		sketches         [][]byte
 	}
 	seen := map[string]bool{}     // level 0: names read
 	held := map[string]*heldRow{} // level 1 and up: the largest row of each name
