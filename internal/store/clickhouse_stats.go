@@ -106,7 +106,7 @@ func (s *chStore) writeRollups(ctx context.Context, token string, recs []*record
 	seen := map[[2]int64]bool{}
 	var marks [][]any
 	for _, k := range keys {
-		for level := levelTenMinute; level < numLevels; level++ {
+		for level := levelMinute; level < numLevels; level++ {
 			u := [2]int64{int64(level), floorUnit(k.start, levelUnit[level])}
 			if !seen[u] {
 				seen[u] = true
@@ -141,7 +141,7 @@ const chDirtyHaving = " GROUP BY level, start_ns HAVING maxIf(at, kind = 0) >= m
 // the unit dirty, to be read from finer rows and compacted again.
 func (s *chStore) Compact(ctx context.Context, now time.Time) (int, error) {
 	made := 0
-	for level := levelTenMinute; level < numLevels && made < maxCompactPerCall; level++ {
+	for level := levelMinute; level < numLevels && made < maxCompactPerCall; level++ {
 		n, err := s.compactLevel(ctx, level, now.Add(-levelUnit[level]-CompactionGrace).UnixNano(), maxCompactPerCall-made)
 		made += n
 		if err != nil {
@@ -205,8 +205,10 @@ func (s *chStore) compactLevel(ctx context.Context, level int, cut int64, limit 
 		want[start] = true
 	}
 	cells := map[int64]map[rollupKey]*rollupCell{} // by unit
+	// Made from the finer level's rows of every dimension and status; a
+	// minute from its raw rows (every writer's).
 	rows, err := s.write.QueryContext(ctx, "SELECT "+selectRollup+" FROM rollups FINAL WHERE level = ? AND start_ns >= ? AND start_ns < ?",
-		uint8(level-1), from, to)
+		uint8(storedLevel(max(level-1, levelMinute), 0)), from, to)
 	if err != nil {
 		return 0, fmt.Errorf("compact: %w", err)
 	}
@@ -241,6 +243,9 @@ func (s *chStore) compactLevel(ctx context.Context, level int, cut int64, limit 
 	var out [][]any
 	for _, start := range units {
 		for p, unit := range projectCells(cells[start]) {
+			if level == levelMinute && p == 0 {
+				continue // the raw rows stay
+			}
 			keys := make([]rollupKey, 0, len(unit))
 			for k := range unit {
 				keys = append(keys, k)
@@ -365,18 +370,12 @@ func (s *chStore) statsFromRollups(ctx context.Context, q *StatsQuery, acc *stat
 	for level := range numLevels {
 		plan.allowed[level] = q.Bucket == 0 || q.Bucket%levelUnit[level] == 0
 	}
+	proj := projectionFor(q, acc.dimCols)
+	plan.projected = proj > 0
 	plan.cover(levelDay, from, to)
-	for level := range numLevels {
-		var spans []unitSpan
-		for _, sp := range plan.spans {
-			if sp.level == level {
-				spans = append(spans, sp)
-			}
-		}
-		if len(spans) > 0 {
-			if err := s.readRollups(ctx, q, acc, level, spans); err != nil {
-				return fromT, toT, err
-			}
+	for _, g := range plan.byLevel(proj) {
+		if err := s.readRollups(ctx, q, acc, g.level, g.spans); err != nil {
+			return fromT, toT, err
 		}
 	}
 	return fromT, toT, nil
@@ -392,9 +391,9 @@ func (s *chStore) statsFromRollups(ctx context.Context, q *StatsQuery, acc *stat
 // up) is named by its unit and key, and of two the one with the larger
 // count is the newer (see chRollupRow); those rows are few, and are held
 // until every one is read.
-func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc, level int, spans []unitSpan) error {
+func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc, level int64, spans []unitSpan) error {
 	var w chWhere
-	w.cond("level = ?", uint8(storedLevel(level, projectionFor(q, acc.dimCols))))
+	w.cond("level = ?", uint8(level))
 	envelope := len(spans) > maxSpansInSQL
 	if envelope {
 		w.cond("start_ns >= ? AND start_ns < ?", spans[0].from, spans[len(spans)-1].to)
@@ -495,7 +494,7 @@ func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc,
 		for i, b := range sketches {
 			sk[i] = b
 		}
-		if level == levelMinute {
+		if level == storedLevel(levelMinute, 0) { // raw minute rows
 			if seen[string(name)] {
 				continue
 			}

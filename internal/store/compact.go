@@ -21,8 +21,10 @@ const CompactionGrace = 2 * time.Minute
 // Compactor is a store whose rollups are compacted (see Compact).
 type Compactor interface {
 	// Compact makes the rollups of closed dirty units from the finer
-	// ones — ten minutes from minutes, hours from ten minutes, days from
-	// hours — as of now; it returns how many it made. Several
+	// ones — the projections of a minute from its raw rows, ten minutes
+	// from minutes, hours from ten minutes, days from hours — as of now,
+	// every projection of each (see projections); it returns how many
+	// units it made. Several
 	// gateways may compact one database at once. On PostgreSQL it also
 	// makes the partitions of today and tomorrow ahead of their records.
 	Compact(ctx context.Context, now time.Time) (int, error)
@@ -44,7 +46,7 @@ func (s *sqlStore) Compact(ctx context.Context, now time.Time) (int, error) {
 	// that a coarser unit is made from up-to-date finer ones.
 	var b builder
 	var or []string
-	for level := levelTenMinute; level < numLevels; level++ {
+	for level := levelMinute; level < numLevels; level++ {
 		cut := now.Add(-levelUnit[level] - CompactionGrace).UnixNano()
 		or = append(or, "(level = "+b.arg(int64(level))+" AND start_ns <= "+b.arg(cut)+")")
 	}
@@ -119,9 +121,11 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 			return false, nil
 		}
 	}
+	// Made from the finer level's rows of every dimension and status; a
+	// minute from its raw rows (every writer's).
 	cells := map[rollupKey]*rollupCell{}
 	rows, err := tx.QueryContext(ctx, "SELECT "+selectRollup+" FROM rollups WHERE level = $1 AND start_ns >= $2 AND start_ns < $3",
-		int64(level-1), start, end)
+		storedLevel(max(level-1, levelMinute), 0), start, end)
 	if err != nil {
 		return false, fmt.Errorf("compact: %w", err)
 	}
@@ -146,6 +150,9 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 	}
 	var b builder
 	levels := storedLevels(level)
+	if level == levelMinute {
+		levels = levels[1:] // the raw rows stay
+	}
 	marks := make([]string, len(levels))
 	for i, l := range levels {
 		marks[i] = b.arg(l)
@@ -154,6 +161,9 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 		return false, fmt.Errorf("compact: %w", err)
 	}
 	for p, cells := range projectCells(cells) {
+		if level == levelMinute && p == 0 {
+			continue
+		}
 		keys := make([]rollupKey, 0, len(cells))
 		for k := range cells {
 			keys = append(keys, k)
@@ -187,10 +197,8 @@ func deleteRollupsBefore(ctx context.Context, tx *sql.Tx, t int64) error {
 				return fmt.Errorf("delete rollups: %w", err)
 			}
 		}
-		if level > levelMinute {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM rollup_dirty WHERE level = $1 AND start_ns <= $2`, int64(level), last); err != nil {
-				return fmt.Errorf("delete rollup marks: %w", err)
-			}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM rollup_dirty WHERE level = $1 AND start_ns <= $2`, int64(level), last); err != nil {
+			return fmt.Errorf("delete rollup marks: %w", err)
 		}
 	}
 	return nil

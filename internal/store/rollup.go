@@ -290,7 +290,9 @@ func addStatuses(m map[string]int64, s string) {
 // week reads a few rows per hour, not one per key and status. The rows of
 // projection p at level l are stored with level l + projStride×p;
 // projection 0, every dimension and the status, is what levels 1 to 3
-// always held. Minute rows are written at ingest with projection 0 only.
+// always held. Minute rows are written at ingest with projection 0 only,
+// per writer ("raw" minute rows); a closed minute is compacted into the
+// other projections (level 10×p), as coarser units are.
 type projection uint16
 
 const projStride = 10
@@ -320,20 +322,13 @@ var projections = []projection{
 
 func (p projection) has(col string) bool { return p&projectionOf(col) != 0 }
 
-// storedLevel is the level column of the rows of projection p at level.
-func storedLevel(level, p int) int64 {
-	if level == levelMinute {
-		return levelMinute
-	}
-	return int64(level + projStride*p)
-}
+// storedLevel is the level column of the rows of projection p at level;
+// the raw minute rows are projection 0 of the minute level.
+func storedLevel(level, p int) int64 { return int64(level + projStride*p) }
 
 // storedLevels lists the level column's values of level's rows, every
 // projection's.
 func storedLevels(level int) []any {
-	if level == levelMinute {
-		return []any{int64(levelMinute)}
-	}
 	var ls []any
 	for p := range projections {
 		ls = append(ls, storedLevel(level, p))
@@ -601,7 +596,7 @@ func writeRollups(ctx context.Context, tx *sql.Tx, d dialect, writer string, rec
 	return markDirty(ctx, tx, d, minutes, writer)
 }
 
-// markDirty marks the coarser units of minutes dirty for writer. The
+// markDirty marks minutes and their coarser units dirty for writer. The
 // update of an existing mark (rather than doing nothing) takes its row lock
 // on PostgreSQL, so that a compaction claiming the mark waits for this
 // transaction and then reads what it wrote (see compactUnit).
@@ -613,7 +608,7 @@ func markDirty(ctx context.Context, tx *sql.Tx, d dialect, minutes []int64, writ
 	var args []any
 	seen := map[unit]bool{}
 	for _, m := range minutes {
-		for level := levelTenMinute; level < numLevels; level++ {
+		for level := levelMinute; level < numLevels; level++ {
 			u := unit{level, floorUnit(m, levelUnit[level])}
 			if !seen[u] {
 				seen[u] = true

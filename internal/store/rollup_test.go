@@ -300,15 +300,16 @@ func TestRollupAccuracy(t *testing.T) {
 					}
 					check("minutes")
 					compactAll(t, s, rollupBase.Add(days*24*time.Hour+time.Hour))
-					// Every projection of every compacted level, each
-					// coarser one in fewer rows than projection 0.
-					for level := levelTenMinute; level < numLevels; level++ {
+					// Every projection of every level, each coarser one
+					// in fewer rows than projection 0 (minutes: no more
+					// than the raw rows; few records share a minute).
+					for level := levelMinute; level < numLevels; level++ {
 						full := countRows(t, s, fmt.Sprint("SELECT COUNT(*) FROM rollups WHERE level = ", storedLevel(level, 0)))
 						if full == 0 {
 							t.Fatalf("no rollups of level %d after compaction", level)
 						}
 						for p := 1; p < len(projections); p++ {
-							if n := countRows(t, s, fmt.Sprint("SELECT COUNT(*) FROM rollups WHERE level = ", storedLevel(level, p))); n == 0 || n >= full {
+							if n := countRows(t, s, fmt.Sprint("SELECT COUNT(*) FROM rollups WHERE level = ", storedLevel(level, p))); n == 0 || n > full || (n == full && level > levelMinute) {
 								t.Errorf("level %d projection %d: %d rows, projection 0 %d", level, p, n, full)
 							}
 						}
@@ -363,26 +364,26 @@ func TestRollupPlan(t *testing.T) {
 		dirty    [][2]int64
 		want     []span
 	}{
-		{"whole days", d0, d0 + 2*day, 0, nil, []span{{levelDay, d0, d0 + 2*day}}},
+		{"whole days", d0, d0 + 2*day, 0, nil, []span{{levelDay, d0, d0 + 2*day, false}}},
 		{"edges in hours and minutes", d0 + 23*hour - 5*minute, d0 + day + 2*hour + 3*minute, 0, nil, []span{
-			{levelMinute, d0 + 23*hour - 5*minute, d0 + 23*hour}, {levelHour, d0 + 23*hour, d0 + day + 2*hour},
-			{levelMinute, d0 + day + 2*hour, d0 + day + 2*hour + 3*minute}}},
+			{levelMinute, d0 + 23*hour - 5*minute, d0 + 23*hour, true}, {levelHour, d0 + 23*hour, d0 + day + 2*hour, false},
+			{levelMinute, d0 + day + 2*hour, d0 + day + 2*hour + 3*minute, true}}},
 		{"a dirty day is read in hours", d0, d0 + 2*day, 0, [][2]int64{{levelDay, d0 + day}}, []span{
-			{levelDay, d0, d0 + day}, {levelHour, d0 + day, d0 + 2*day}}},
+			{levelDay, d0, d0 + day, false}, {levelHour, d0 + day, d0 + 2*day, false}}},
 		{"a dirty hour is read in ten minutes", d0, d0 + 3*hour, 0, [][2]int64{{levelHour, d0 + hour}}, []span{
-			{levelHour, d0, d0 + hour}, {levelTenMinute, d0 + hour, d0 + 2*hour}, {levelHour, d0 + 2*hour, d0 + 3*hour}}},
+			{levelHour, d0, d0 + hour, false}, {levelTenMinute, d0 + hour, d0 + 2*hour, false}, {levelHour, d0 + 2*hour, d0 + 3*hour, false}}},
 		{"a dirty ten minutes is read in minutes", d0, d0 + hour, 0, [][2]int64{{levelHour, d0}, {levelTenMinute, d0 + 20*minute}}, []span{
-			{levelTenMinute, d0, d0 + 20*minute}, {levelMinute, d0 + 20*minute, d0 + 30*minute}, {levelTenMinute, d0 + 30*minute, d0 + hour}}},
+			{levelTenMinute, d0, d0 + 20*minute, false}, {levelMinute, d0 + 20*minute, d0 + 30*minute, true}, {levelTenMinute, d0 + 30*minute, d0 + hour, false}}},
 		{"edges of ten minutes", d0 + 7*minute, d0 + hour + 25*minute, 0, nil, []span{
-			{levelMinute, d0 + 7*minute, d0 + 10*minute}, {levelTenMinute, d0 + 10*minute, d0 + hour + 20*minute},
-			{levelMinute, d0 + hour + 20*minute, d0 + hour + 25*minute}}},
+			{levelMinute, d0 + 7*minute, d0 + 10*minute, true}, {levelTenMinute, d0 + 10*minute, d0 + hour + 20*minute, false},
+			{levelMinute, d0 + hour + 20*minute, d0 + hour + 25*minute, true}}},
 		{"edges of hours and ten minutes", d0 + 7*minute, d0 + 2*hour + 25*minute, 0, nil, []span{
-			{levelMinute, d0 + 7*minute, d0 + 10*minute}, {levelTenMinute, d0 + 10*minute, d0 + hour},
-			{levelHour, d0 + hour, d0 + 2*hour}, {levelTenMinute, d0 + 2*hour, d0 + 2*hour + 20*minute},
-			{levelMinute, d0 + 2*hour + 20*minute, d0 + 2*hour + 25*minute}}},
-		{"hourly buckets use no days", d0, d0 + day, time.Hour, nil, []span{{levelHour, d0, d0 + day}}},
-		{"10-minute buckets use no hours", d0, d0 + hour, 10 * time.Minute, nil, []span{{levelTenMinute, d0, d0 + hour}}},
-		{"5-minute buckets use minutes", d0, d0 + hour, 5 * time.Minute, nil, []span{{levelMinute, d0, d0 + hour}}},
+			{levelMinute, d0 + 7*minute, d0 + 10*minute, true}, {levelTenMinute, d0 + 10*minute, d0 + hour, false},
+			{levelHour, d0 + hour, d0 + 2*hour, false}, {levelTenMinute, d0 + 2*hour, d0 + 2*hour + 20*minute, false},
+			{levelMinute, d0 + 2*hour + 20*minute, d0 + 2*hour + 25*minute, true}}},
+		{"hourly buckets use no days", d0, d0 + day, time.Hour, nil, []span{{levelHour, d0, d0 + day, false}}},
+		{"10-minute buckets use no hours", d0, d0 + hour, 10 * time.Minute, nil, []span{{levelTenMinute, d0, d0 + hour, false}}},
+		{"5-minute buckets use minutes", d0, d0 + hour, 5 * time.Minute, nil, []span{{levelMinute, d0, d0 + hour, true}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := rollupPlan{dirty: map[[2]int64]bool{}}
@@ -653,5 +654,38 @@ func TestStatusesRoundTrip(t *testing.T) {
 	addStatuses(got, "ok=1,broken,=x,ok=2")
 	if got["ok"] != 1<<40+3 {
 		t.Errorf("malformed parts not skipped: ok=%d", got["ok"])
+	}
+}
+
+// TestRollupPlanProjected: a summary of a projection other than 0 reads
+// minutes from their compacted rows, and a dirty minute from its raw ones.
+func TestRollupPlanProjected(t *testing.T) {
+	hour, minute := int64(time.Hour), int64(time.Minute)
+	d0 := rollupBase.UnixNano()
+	p := rollupPlan{dirty: map[[2]int64]bool{}, projected: true}
+	for level := range numLevels {
+		p.allowed[level] = true
+	}
+	for _, d := range [][2]int64{{levelMinute, d0 + 8*minute}, {levelTenMinute, d0 + 50*minute}, {levelMinute, d0 + 52*minute}, {levelMinute, d0 + hour + 12*minute}} {
+		p.dirty[d] = true
+	}
+	p.cover(levelDay, d0+7*minute, d0+hour+13*minute)
+	want := []unitSpan{
+		{levelMinute, d0 + 7*minute, d0 + 8*minute, false}, {levelMinute, d0 + 8*minute, d0 + 9*minute, true},
+		{levelMinute, d0 + 9*minute, d0 + 10*minute, false}, {levelTenMinute, d0 + 10*minute, d0 + 50*minute, false},
+		{levelMinute, d0 + 50*minute, d0 + 52*minute, false}, {levelMinute, d0 + 52*minute, d0 + 53*minute, true},
+		{levelMinute, d0 + 53*minute, d0 + hour, false}, {levelTenMinute, d0 + hour, d0 + hour + 10*minute, false},
+		{levelMinute, d0 + hour + 10*minute, d0 + hour + 12*minute, false}, {levelMinute, d0 + hour + 12*minute, d0 + hour + 13*minute, true},
+	}
+	if !slices.Equal(p.spans, want) {
+		t.Errorf("spans %v, want %v", p.spans, want)
+	}
+	groups := p.byLevel(3)
+	var levels []int64
+	for _, g := range groups {
+		levels = append(levels, g.level)
+	}
+	if !slices.Equal(levels, []int64{0, 30, 31}) {
+		t.Errorf("stored levels read %v, want raw minutes, minutes and ten minutes of projection 3", levels)
 	}
 }

@@ -10,33 +10,39 @@ import (
 	"time"
 )
 
-// unitSpan is a time range [from, to) read at one rollup level.
+// unitSpan is a time range [from, to) read at one rollup level: from the
+// raw minute rows (every dimension and status, per writer), or from the
+// compacted rows of the plan's projection.
 type unitSpan struct {
 	level    int
 	from, to int64 // Unix ns
+	raw      bool
 }
 
 // rollupPlan chooses, for the window [from, to), which rollup rows to read:
 // whole days where a day row is up to date and the buckets allow it, else
 // whole hours likewise, else ten minutes, else minutes. dirty holds the
 // units whose finer rows changed since they were compacted (or that never
-// were); their finer rows are read instead. allowed[level] is false where a bucket does
-// not divide into that level's units.
+// were); their finer rows are read instead, down to a minute's raw rows.
+// allowed[level] is false where a bucket does not divide into that level's
+// units. projected is whether the summary reads a projection other than 0,
+// which minutes have compacted rows of; else minutes are read raw.
 type rollupPlan struct {
-	allowed [numLevels]bool
-	dirty   map[[2]int64]bool // {level, start} → dirty
-	spans   []unitSpan
+	allowed   [numLevels]bool
+	projected bool
+	dirty     map[[2]int64]bool // {level, start} → dirty
+	spans     []unitSpan
 }
 
-func (p *rollupPlan) emit(level int, from, to int64) {
+func (p *rollupPlan) emit(level int, from, to int64, raw bool) {
 	if from >= to {
 		return
 	}
-	if n := len(p.spans); n > 0 && p.spans[n-1].level == level && p.spans[n-1].to == from {
+	if n := len(p.spans); n > 0 && p.spans[n-1].level == level && p.spans[n-1].raw == raw && p.spans[n-1].to == from {
 		p.spans[n-1].to = to
 		return
 	}
-	p.spans = append(p.spans, unitSpan{level, from, to})
+	p.spans = append(p.spans, unitSpan{level, from, to, raw})
 }
 
 // cover covers [from, to) with units of level and finer.
@@ -45,7 +51,14 @@ func (p *rollupPlan) cover(level int, from, to int64) {
 		return
 	}
 	if level == levelMinute {
-		p.emit(levelMinute, from, to)
+		if !p.projected {
+			p.emit(levelMinute, from, to, true)
+			return
+		}
+		m := int64(time.Minute)
+		for t := floorUnit(from, time.Minute); t < to; t += m {
+			p.emit(levelMinute, max(t, from), min(t+m, to), p.dirty[[2]int64{levelMinute, t}])
+		}
 		return
 	}
 	u := int64(levelUnit[level])
@@ -59,7 +72,7 @@ func (p *rollupPlan) cover(level int, from, to int64) {
 		if p.dirty[[2]int64{int64(level), t}] {
 			p.cover(level-1, t, t+u)
 		} else {
-			p.emit(level, t, t+u)
+			p.emit(level, t, t+u, false)
 		}
 	}
 	p.cover(level-1, last, to)
@@ -123,7 +136,8 @@ func (s *sqlStore) statsFromRollups(ctx context.Context, q *StatsQuery, acc *sta
 		return fromT, toT, nil
 	}
 
-	plan := rollupPlan{dirty: map[[2]int64]bool{}}
+	proj := projectionFor(q, acc.dimCols)
+	plan := rollupPlan{dirty: map[[2]int64]bool{}, projected: proj > 0}
 	for level := range numLevels {
 		plan.allowed[level] = q.Bucket == 0 || q.Bucket%levelUnit[level] == 0
 	}
@@ -143,27 +157,48 @@ func (s *sqlStore) statsFromRollups(ctx context.Context, q *StatsQuery, acc *sta
 		return fromT, toT, fmt.Errorf("stats: %w", err)
 	}
 	plan.cover(levelDay, from, to)
-
-	for level := range numLevels {
-		var spans []unitSpan
-		for _, sp := range plan.spans {
-			if sp.level == level {
-				spans = append(spans, sp)
-			}
-		}
-		if len(spans) > 0 {
-			if err := s.readRollups(ctx, tx, q, acc, level, spans); err != nil {
-				return fromT, toT, err
-			}
+	for _, g := range plan.byLevel(proj) {
+		if err := s.readRollups(ctx, tx, q, acc, g.level, g.spans); err != nil {
+			return fromT, toT, err
 		}
 	}
 	return fromT, toT, nil
 }
 
+// spanGroup is the spans of a plan read with one query: of one stored
+// level (see storedLevel).
+type spanGroup struct {
+	level int64
+	spans []unitSpan
+}
+
+// byLevel groups the plan's spans by the stored level they are read from,
+// for a summary of projection proj.
+func (p *rollupPlan) byLevel(proj int) []spanGroup {
+	var gs []spanGroup
+	for level := range numLevels {
+		for _, raw := range []bool{true, false} {
+			g := spanGroup{level: storedLevel(level, proj)}
+			if raw {
+				g.level = storedLevel(levelMinute, 0)
+			}
+			for _, sp := range p.spans {
+				if sp.level == level && sp.raw == raw {
+					g.spans = append(g.spans, sp)
+				}
+			}
+			if len(g.spans) > 0 {
+				gs = append(gs, g)
+			}
+		}
+	}
+	return gs
+}
+
 // readRollups merges the rollup rows of one level within spans into acc.
-func (s *sqlStore) readRollups(ctx context.Context, tx *sql.Tx, q *StatsQuery, acc *statsAcc, level int, spans []unitSpan) error {
+func (s *sqlStore) readRollups(ctx context.Context, tx *sql.Tx, q *StatsQuery, acc *statsAcc, level int64, spans []unitSpan) error {
 	var b builder
-	b.cond("level = " + b.arg(storedLevel(level, projectionFor(q, acc.dimCols))))
+	b.cond("level = " + b.arg(level))
 	envelope := len(spans) > maxSpansInSQL
 	if envelope {
 		b.cond("start_ns >= " + b.arg(spans[0].from) + " AND start_ns < " + b.arg(spans[len(spans)-1].to))

@@ -5,6 +5,8 @@
 ALTER TABLE rollups ADD COLUMN statuses String DEFAULT '' AFTER labels;
 
 -- Every unit compacted before is marked changed, so that it is compacted
--- again with its projections; until then reads take its finer rows.
+-- again with its projections, and every minute, so that it is compacted
+-- into its projections (minutes are now marked like coarser units); until
+-- then reads take their finer (for minutes: raw) rows.
 INSERT INTO rollup_marks (level, start_ns, kind, at)
-	SELECT DISTINCT level, start_ns, toUInt8(0), toInt64(toUnixTimestamp(now())) FROM rollups WHERE level >= 1 AND level <= 3;
+	SELECT DISTINCT level, start_ns, toUInt8(0), toInt64(toUnixTimestamp(now())) FROM rollups WHERE level <= 3;
