@@ -121,13 +121,20 @@ type Reader struct {
 	onWait func() // called before each Read of r, which may block
 }
 
+// initialBuffer is a Reader's first buffer, which doubles (up to the event
+// limit) when an event does not fit. A relayed stream holds it for its
+// whole life: chat chunks are a few hundred bytes, so 1 KiB rather than
+// 4 KiB is 3 KiB less per open stream (issue 15), and a stream of larger
+// events pays one or two copies as it grows.
+const initialBuffer = 1024
+
 // NewReader returns a Reader of r. maxEventBytes bounds one line or event;
 // zero or less means DefaultMaxEventBytes.
 func NewReader(r io.Reader, maxEventBytes int) *Reader {
 	if maxEventBytes <= 0 {
 		maxEventBytes = DefaultMaxEventBytes
 	}
-	initial := 4096
+	initial := initialBuffer
 	if initial > maxEventBytes {
 		initial = maxEventBytes
 	}

@@ -2,6 +2,8 @@ package telemetry
 
 import (
 	"context"
+	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -100,12 +102,53 @@ func TestQueueCloseGivesUpAtDeadline(t *testing.T) {
 	close(g.release)
 }
 
+// TestQueueHoldsOnlyItsBacklog: an empty queue takes no room for the
+// records it may one day hold, and the slices a burst grew are let go once
+// it has drained (a channel of DefaultQueueSize records held 3.3 MB).
+func TestQueueHoldsOnlyItsBacklog(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	g := &gate{release: make(chan struct{})}
+	q := NewQueue(0, g)
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 64<<10 {
+		t.Fatalf("NewQueue allocated %d bytes", n)
+	}
+	const burst = 2000
+	for i := range burst {
+		q.Record(record.Record{RequestID: strconv.Itoa(i)})
+	}
+	close(g.release)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		q.mu.Lock()
+		held := cap(q.waiting)
+		q.mu.Unlock()
+		g.mu.Lock()
+		got := len(g.got)
+		g.mu.Unlock()
+		if got == burst && held <= keepBatch {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the burst: %d of %d handed on, a slice of %d records held", got, burst, held)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if q.Dropped() != 0 {
+		t.Fatalf("dropped %d of a burst smaller than the queue", q.Dropped())
+	}
+	if err := q.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 type recorderFunc func(record.Record)
 
 func (f recorderFunc) Record(rec record.Record) { f(rec) }
 
 // BenchmarkQueueRecord is what the queued exporters cost the request's
-// goroutine: one copy of the record into the channel.
+// goroutine: one copy of the record into the queue's slice.
 func BenchmarkQueueRecord(b *testing.B) {
 	q := NewQueue(0, recorderFunc(func(record.Record) {}))
 	defer q.Close(context.Background())
