@@ -270,6 +270,19 @@ func (s *chStore) compactLevel(ctx context.Context, level int, cut int64, limit 
 	if err := chInsert(ctx, s.write, "rollup_marks", []string{"level", "start_ns", "kind", "at"}, marks); err != nil {
 		return 0, fmt.Errorf("compact: %w", err)
 	}
+	if level == levelDay {
+		// A closed day's rollups are read often and written rarely:
+		// merged into one part, a read of its hours or of its day row
+		// opens each column once instead of once per part (the day's
+		// row of a 10 M-record week read in 27 ms instead of 56–107 ms,
+		// measured on 18.16). The merge also drops rows written twice.
+		for _, start := range units {
+			day := strconv.FormatInt(start/chDayNs, 10)
+			if _, err := s.write.ExecContext(ctx, "OPTIMIZE TABLE rollups PARTITION "+day+" FINAL"); err != nil {
+				return len(units), fmt.Errorf("compact: merging the rollups of day %s: %w", time.Unix(0, start).UTC().Format(time.DateOnly), err)
+			}
+		}
+	}
 	return len(units), nil
 }
 
@@ -334,8 +347,11 @@ func (s *chStore) statsFromRollups(ctx context.Context, q *StatsQuery, acc *stat
 	if from == math.MinInt64 {
 		from = 0 // stored timestamps lie after 1970 (Validate)
 	}
-	rows, err := s.read.QueryContext(ctx, "SELECT level, start_ns, maxIf(at, kind = 0) >= maxIf(at, kind = 1) OR countIf(kind = 1) = 0"+
-		" FROM rollup_marks WHERE start_ns >= ? AND start_ns < ? GROUP BY level, start_ns", floorUnit(from, 24*time.Hour), to)
+	// Only days and dirty units come back: a week's clean minutes would
+	// be ten thousand rows to send and skip.
+	rows, err := s.read.QueryContext(ctx, "SELECT level, start_ns, maxIf(at, kind = 0) >= maxIf(at, kind = 1) OR countIf(kind = 1) = 0 AS dirty"+
+		" FROM rollup_marks WHERE start_ns >= ? AND start_ns < ? GROUP BY level, start_ns HAVING level = ? OR dirty",
+		floorUnit(from, 24*time.Hour), to, uint8(levelDay))
 	if err != nil {
 		return fromT, toT, fmt.Errorf("stats: %w", err)
 	}
@@ -373,15 +389,16 @@ func (s *chStore) statsFromRollups(ctx context.Context, q *StatsQuery, acc *stat
 	proj := projectionFor(q, acc.dimCols)
 	plan.projected = proj > 0
 	plan.cover(levelDay, from, to)
-	for _, g := range plan.byLevel(proj) {
-		if err := s.readRollups(ctx, q, acc, g.level, g.spans); err != nil {
-			return fromT, toT, err
-		}
+	if err := s.readRollups(ctx, q, acc, plan.byLevel(proj)); err != nil {
+		return fromT, toT, err
 	}
 	return fromT, toT, nil
 }
 
-// readRollups merges the rollup rows of one level within spans into acc.
+// readRollups merges the rollup rows of each group's level within its
+// spans into acc, in one query: each query to ClickHouse costs
+// milliseconds of its own whatever it reads (5–15 ms on 18.16, measured),
+// and a summary of a week reads days, hours, ten minutes and minutes.
 //
 // It reads without FINAL, which costs ClickHouse 18.16 a single-threaded
 // merge of every part (five times the plain read of a week's day rows,
@@ -391,18 +408,26 @@ func (s *chStore) statsFromRollups(ctx context.Context, q *StatsQuery, acc *stat
 // up) is named by its unit and key, and of two the one with the larger
 // count is the newer (see chRollupRow); those rows are few, and are held
 // until every one is read.
-func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc, level int64, spans []unitSpan) error {
+func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc, groups []spanGroup) error {
+	if len(groups) == 0 {
+		return nil
+	}
 	var w chWhere
-	w.cond("level = ?", uint8(level))
-	envelope := len(spans) > maxSpansInSQL
-	if envelope {
-		w.cond("start_ns >= ? AND start_ns < ?", spans[0].from, spans[len(spans)-1].to)
-	} else {
-		var or []string
-		for _, sp := range spans {
-			or = append(or, "(start_ns >= "+strconv.FormatInt(sp.from, 10)+" AND start_ns < "+strconv.FormatInt(sp.to, 10)+")")
+	var levels []string
+	envelope := map[int64][]unitSpan{} // the groups read as one range, checked here
+	for _, g := range groups {
+		cond := "level = " + strconv.FormatInt(g.level, 10) + " AND "
+		if len(g.spans) > maxSpansInSQL {
+			envelope[g.level] = g.spans
+			cond += "start_ns >= " + strconv.FormatInt(g.spans[0].from, 10) + " AND start_ns < " + strconv.FormatInt(g.spans[len(g.spans)-1].to, 10)
+		} else {
+			var or []string
+			for _, sp := range g.spans {
+				or = append(or, "(start_ns >= "+strconv.FormatInt(sp.from, 10)+" AND start_ns < "+strconv.FormatInt(sp.to, 10)+")")
+			}
+			cond += "(" + strings.Join(or, " OR ") + ")"
 		}
-		w.cond("(" + strings.Join(or, " OR ") + ")")
+		levels = append(levels, "("+cond+")")
 	}
 	f := &q.Filter
 	for _, c := range []struct{ col, v string }{{"model", f.Model}, {"channel", f.Channel}, {"group_name", f.Group}, {"status", f.Status}} {
@@ -419,7 +444,7 @@ func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc,
 	}
 	// The row's name (every key column and the writer), then what acc
 	// needs.
-	sel := slices.Concat([]string{"start_ns", "count", "labels", "statuses"}, rollupKeyColumns, []string{"writer"})
+	sel := slices.Concat([]string{"level", "start_ns", "count", "labels", "statuses"}, rollupKeyColumns, []string{"writer"})
 	nk := len(rollupKeyColumns)
 	dimAt := make([]int, len(acc.dimCols)) // index in rollupKeyColumns
 	for i, c := range acc.dimCols {
@@ -429,16 +454,26 @@ func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc,
 	for _, fi := range acc.fields {
 		sel = append(sel, StatFields[fi].rollupCol())
 	}
-	rows, err := s.read.QueryContext(ctx, "SELECT "+strings.Join(sel, ", ")+" FROM rollups"+w.String(), w.args...)
+	// A branch per level: 18.16 narrows the parts' ranges by the key
+	// (level, start_ns) for each branch, where one WHERE of ORs read
+	// three times the granules (measured).
+	var query []string
+	var args []any
+	for _, lv := range levels {
+		query = append(query, "SELECT "+strings.Join(sel, ", ")+" FROM rollups WHERE "+strings.Join(append([]string{lv}, w.conds...), " AND "))
+		args = append(args, w.args...)
+	}
+	rows, err := s.read.QueryContext(ctx, strings.Join(query, " UNION ALL "), args...)
 	if err != nil {
 		return fmt.Errorf("stats: rollups: %w", err)
 	}
 	defer rows.Close()
+	var level uint8
 	var start, count int64
 	var labels, statuses sql.RawBytes
 	keyCols := make([]sql.RawBytes, nk+1) // and the writer
 	sketches := make([]sql.RawBytes, len(acc.fields))
-	dest := []any{&start, &count, &labels, &statuses}
+	dest := []any{&level, &start, &count, &labels, &statuses}
 	for i := range keyCols {
 		dest = append(dest, &keyCols[i])
 	}
@@ -478,10 +513,14 @@ func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc,
 		if err := rows.Scan(dest...); err != nil {
 			return fmt.Errorf("stats: rollups: %w", err)
 		}
-		if envelope && !inSpans(spans, start) {
+		if spans, ok := envelope[int64(level)]; ok && !inSpans(spans, start) {
 			continue
 		}
-		name = strconv.AppendInt(name[:0], start, 10)
+		// The level is part of the name, as several levels are read
+		// together.
+		name = strconv.AppendInt(name[:0], int64(level), 10)
+		name = append(name, '/')
+		name = strconv.AppendInt(name, start, 10)
 		for _, k := range keyCols {
 			name = append(name, 0)
 			name = append(name, k...)
@@ -494,7 +533,7 @@ func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc,
 		for i, b := range sketches {
 			sk[i] = b
 		}
-		if level == storedLevel(levelMinute, 0) { // raw minute rows
+		if int64(level) == storedLevel(levelMinute, 0) { // raw minute rows
 			if seen[string(name)] {
 				continue
 			}

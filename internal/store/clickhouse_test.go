@@ -296,6 +296,33 @@ func TestClickHouseDeleteBeforeDropsDays(t *testing.T) {
 	}
 }
 
+// TestClickHouseClosedDayIsOnePart: compacting a closed day merges its
+// rollups into one part, which is what keeps a week's read to a few
+// files per column; the summaries count the same before and after.
+func TestClickHouseClosedDayIsOnePart(t *testing.T) {
+	s, _ := openTestClickHouse(t)
+	for b := range 4 { // four inserts, four parts at least
+		var recs []record.Record
+		for i := range 6 {
+			n := b*6 + i
+			recs = append(recs, sparseRecord(idN(n), rollupBase.Add(time.Duration(n)*time.Hour+time.Minute)))
+		}
+		insert(t, s, recs...)
+	}
+	q := StatsQuery{Filter: Filter{From: rollupBase, To: rollupBase.Add(24 * time.Hour)}}
+	if n := statsTotal(t, s, q); n != 24 {
+		t.Fatalf("before compaction the summary counts %d records, want 24", n)
+	}
+	compactAll(t, s, rollupBase.Add(48*time.Hour))
+	day := strconv.FormatInt(rollupBase.UnixNano()/chDayNs, 10)
+	if n := chCount(t, s, "SELECT count() FROM system.parts WHERE database = currentDatabase() AND active AND table = 'rollups' AND partition = ?", day); n != 1 {
+		t.Errorf("the closed day's rollups are in %d parts, want 1", n)
+	}
+	if n := statsTotal(t, s, q); n != 24 {
+		t.Errorf("after compaction the summary counts %d records, want 24", n)
+	}
+}
+
 // TestClickHouseOutage is TestPostgresOutage on ClickHouse: records queue
 // while the server is unreachable, past the bound they are counted as
 // dropped, and once it is back every queued record is written.

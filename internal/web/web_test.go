@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -176,12 +177,14 @@ func fixtureOver(t testing.TB, s store.Store, clock func() time.Time, extra func
 	cs := &countingStore{Store: s}
 	keys := keyring()
 	mux := http.NewServeMux()
-	api.New(api.Options{Store: cs, Resolve: api.KeyringResolver(keys), Now: clock}).Register(mux)
+	// Store failures go to the test's log, so that a 500 says why.
+	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	api.New(api.Options{Store: cs, Resolve: api.KeyringResolver(keys), Now: clock, Log: log}).Register(mux)
 	if extra != nil {
 		extra(mux)
 	}
 	o := Options{
-		API: mux, Resolve: api.KeyringResolver(keys), Now: clock, Rules: diagnose.New(config.Diagnosis{}),
+		API: mux, Log: log, Resolve: api.KeyringResolver(keys), Now: clock, Rules: diagnose.New(config.Diagnosis{}),
 		Groups: []string{"team-a", "team-b"},
 		Channels: func() []Channel {
 			return []Channel{
@@ -198,6 +201,14 @@ func fixtureOver(t testing.TB, s store.Store, clock func() time.Time, extra func
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return &fixture{srv: srv, store: cs, mux: mux}
+}
+
+// testWriter writes to a test's log.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
 }
 
 type answer struct {
