@@ -295,6 +295,71 @@ func TestDataFault(t *testing.T) {
 	})
 }
 
+// TestDataFaultClickHouse probes a real ClickHouse server for the errors
+// the writer must tell apart: a value the server cannot take is the
+// record's fault, a missing table or a lost server is an outage.
+func TestDataFaultClickHouse(t *testing.T) {
+	dsn := testenv.ClickHouseDatabase(t)
+	db, err := sql.Open("clickhouse", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := ctxT(t)
+	if _, err := db.ExecContext(ctx, "CREATE TABLE t (id Int64, v String) ENGINE = MergeTree() ORDER BY id"); err != nil {
+		t.Fatal(err)
+	}
+	probe := func(q string) error {
+		rows, err := db.QueryContext(ctx, q)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+		}
+		return rows.Err()
+	}
+	conv := func() error { // the driver's own refusal of a value
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		st, err := tx.PrepareContext(ctx, "INSERT INTO t (id, v)")
+		if err != nil {
+			return err
+		}
+		if _, err := st.ExecContext(ctx, "not a number", "x"); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}
+	refused, err := sql.Open("clickhouse", "clickhouse://127.0.0.1:1/ttfx?dial_timeout=2s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer refused.Close()
+	for _, c := range []struct {
+		name string
+		err  error
+		data bool
+	}{
+		{"cannot parse 6", probe("SELECT toInt64('abc')"), true},
+		{"null in ordinary column", probe("INSERT INTO t (id, v) SELECT 1, NULL"), true},
+		{"driver conversion", conv(), true},
+		{"unknown table 60", probe("INSERT INTO missing (id) VALUES (1)"), false},
+		{"connection refused", refused.PingContext(ctx), false},
+	} {
+		if c.err == nil {
+			t.Errorf("%s: the probe did not fail", c.name)
+			continue
+		}
+		if got := dataFault(fmt.Errorf("insert requests: %w", c.err)); got != c.data {
+			t.Errorf("%s (code %d, %T: %v): dataFault %v, want %v", c.name, chCode(c.err), c.err, c.err, got, c.data)
+		}
+	}
+}
+
 // holdTable locks table from a transaction of its own until the returned
 // function is called.
 func holdTable(t *testing.T, db *sql.DB, table string) (release func()) {

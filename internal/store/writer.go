@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	chcolumn "github.com/ClickHouse/clickhouse-go/v2/lib/column"
 	"github.com/jackc/pgx/v5/pgconn"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -365,13 +366,29 @@ func (w *Writer) writeEach(batch []record.Record) (int, error) {
 //   - a PostgreSQL error of SQLSTATE class 22 (data exception) or 23
 //     (integrity constraint violation);
 //   - a SQLite SQLITE_CONSTRAINT, SQLITE_MISMATCH or SQLITE_TOOBIG result
-//     (the primary code: the low byte of an extended one).
+//     (the primary code: the low byte of an extended one);
+//   - a ClickHouse exception that names the data (chDataCodes), or a value
+//     the driver could not convert to its column's type.
 //
 // Everything else is not: timeouts, SQLITE_BUSY/LOCKED, SQLITE_FULL,
 // PostgreSQL 25006 (read-only transaction, as after a failover), lock and
 // statement timeouts, connection errors, and any error this function does
 // not recognise — an unknown failure costs a retry, a wrong rejection
 // costs the record.
+// chDataCodes are the ClickHouse error codes that say a value could not be
+// stored as given (ErrorCodes.cpp; the same numbers in 18.16 and today).
+var chDataCodes = map[int32]string{
+	6:   "CANNOT_PARSE_TEXT",
+	27:  "CANNOT_PARSE_INPUT_ASSERTION_FAILED",
+	53:  "TYPE_MISMATCH",
+	69:  "ARGUMENT_OUT_OF_BOUND",
+	70:  "CANNOT_CONVERT_TYPE",
+	72:  "CANNOT_PARSE_NUMBER",
+	117: "INCORRECT_DATA",
+	131: "TOO_LARGE_STRING_SIZE",
+	349: "CANNOT_INSERT_NULL_IN_ORDINARY_COLUMN",
+}
+
 func dataFault(err error) bool {
 	if errors.Is(err, ErrInvalidRecord) {
 		return true
@@ -382,6 +399,13 @@ func dataFault(err error) bool {
 	var pg *pgconn.PgError
 	if errors.As(err, &pg) {
 		return strings.HasPrefix(pg.Code, "22") || strings.HasPrefix(pg.Code, "23")
+	}
+	if _, ok := chDataCodes[chCode(err)]; ok {
+		return true
+	}
+	var conv *chcolumn.ColumnConverterError
+	if errors.As(err, &conv) {
+		return true
 	}
 	var lite *sqlite.Error
 	if errors.As(err, &lite) {
