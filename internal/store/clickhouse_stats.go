@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
+
 	"github.com/ttfx/ttfx/internal/record"
 )
 
@@ -277,14 +279,39 @@ func (s *chStore) compactLevel(ctx context.Context, level int, cut int64, limit 
 		// row of a 10 M-record week read in 27 ms instead of 56–107 ms,
 		// measured on 18.16). The merge also drops rows written twice.
 		for _, start := range units {
-			day := strconv.FormatInt(start/chDayNs, 10)
-			if _, err := s.write.ExecContext(ctx, "OPTIMIZE TABLE rollups PARTITION "+day+" FINAL"); err != nil {
+			if err := s.mergeDay(ctx, start); err != nil {
 				return len(units), fmt.Errorf("compact: merging the rollups of day %s: %w", time.Unix(0, start).UTC().Format(time.DateOnly), err)
 			}
 		}
 	}
 	return len(units), nil
 }
+
+// mergeDay merges the rollups of the day that starts at start into one
+// part. OPTIMIZE does nothing, silently, while a background merge holds
+// some of the day's parts; asked to say so (optimize_throw_if_noop), it is
+// tried again until that merge is done, for up to about three seconds,
+// after which the background merges are left to finish the work.
+func (s *chStore) mergeDay(ctx context.Context, start int64) error {
+	q := "OPTIMIZE TABLE rollups PARTITION " + strconv.FormatInt(start/chDayNs, 10) + " FINAL"
+	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"optimize_throw_if_noop": 1}))
+	for range 30 {
+		_, err := s.write.ExecContext(ctx, q)
+		if chCode(err) != chCannotAssignOptimize {
+			return err
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// chCannotAssignOptimize is ClickHouse's CANNOT_ASSIGN_OPTIMIZE: OPTIMIZE
+// found nothing it could merge now.
+const chCannotAssignOptimize = 388
 
 // chScannedRollup is one rollup row read with selectRollup.
 type chScannedRollup struct {

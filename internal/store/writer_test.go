@@ -150,6 +150,64 @@ func TestWriterWritesPromptly(t *testing.T) {
 	})
 }
 
+// countingStore counts the Insert calls that reach its store and the
+// records each carried.
+type countingStore struct {
+	Store
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (c *countingStore) Insert(ctx context.Context, recs []record.Record) error {
+	c.mu.Lock()
+	c.sizes = append(c.sizes, len(recs))
+	c.mu.Unlock()
+	return c.Store.Insert(ctx, recs)
+}
+
+func (c *countingStore) batches() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.sizes)
+}
+
+// TestWriterPaces: records arriving faster than the pace gather into one
+// transaction per pace, while a record that finds the writer idle is
+// written at once.
+func TestWriterPaces(t *testing.T) {
+	s, _ := openTestSQLite(t)
+	c := &countingStore{Store: s}
+	const pace = 400 * time.Millisecond
+	w := NewWriter(c, WriterOptions{Pace: pace})
+	defer w.Close(context.Background())
+	began := time.Now()
+	n := 0
+	for time.Since(began) < 5*pace/2 { // a record a millisecond for a second
+		w.Record(fullRecord(idN(n), testBase))
+		n++
+		time.Sleep(time.Millisecond)
+	}
+	elapsed := time.Since(began)
+	waitFor(t, "the records to be written", func() bool { return w.Stats().Written == uint64(n) })
+	sizes := c.batches()
+	// One write at once, then at most one per pace (and one for what
+	// arrived during the last).
+	if most := 2 + int(elapsed/pace); len(sizes) > most {
+		t.Errorf("%d records in %v went in %d writes %v, want at most %d", n, elapsed.Round(time.Millisecond), len(sizes), sizes, most)
+	}
+	if sizes[0] != 1 {
+		t.Errorf("the first record waited for others: first write of %d", sizes[0])
+	}
+	// After a quiet pace, a record is written at once again.
+	time.Sleep(2 * pace)
+	at := time.Now()
+	w.Record(fullRecord("req-after-quiet", testBase))
+	waitFor(t, "the record after a quiet pace", func() bool { return w.Stats().Written == uint64(n+1) })
+	if d := time.Since(at); d > pace/2 {
+		t.Errorf("after a quiet pace a record took %v to be written; want at once, well within the pace %v", d, pace)
+	}
+}
+
 func TestWriterOutage(t *testing.T) {
 	s, _ := openTestSQLite(t)
 	f := &faultyStore{Store: s}
