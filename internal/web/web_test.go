@@ -177,8 +177,12 @@ func fixtureOver(t testing.TB, s store.Store, clock func() time.Time, extra func
 	cs := &countingStore{Store: s}
 	keys := keyring()
 	mux := http.NewServeMux()
-	// Store failures go to the test's log, so that a 500 says why.
+	// Store failures go to the test's log, so that a 500 says why (a
+	// fuzz target may not log through its *testing.F).
 	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	if _, fuzz := t.(*testing.F); fuzz {
+		log = slog.New(slog.DiscardHandler)
+	}
 	api.New(api.Options{Store: cs, Resolve: api.KeyringResolver(keys), Now: clock, Log: log}).Register(mux)
 	if extra != nil {
 		extra(mux)
