@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/timeline"
 )
@@ -450,22 +452,19 @@ func insertUnnest(ctx context.Context, tx *sql.Tx, table string, cs []column, ar
 				a[i], _ = args[i*len(cs)+j].(string)
 			}
 			params[j] = a
+		// Nullable numbers as pgtype's own arrays: pgx encodes them
+		// without reflection, which []*int64 and []*float64 cost (a fifth
+		// of the writer's CPU on PostgreSQL, measured).
 		case intCol:
-			a, vals := make([]*int64, rows), make([]int64, rows)
+			a := make(pgtype.FlatArray[pgtype.Int8], rows)
 			for i := range a {
-				if v, ok := args[i*len(cs)+j].(int64); ok {
-					vals[i] = v
-					a[i] = &vals[i]
-				}
+				a[i].Int64, a[i].Valid = args[i*len(cs)+j].(int64)
 			}
 			params[j] = a
 		case floatCol:
-			a, vals := make([]*float64, rows), make([]float64, rows)
+			a := make(pgtype.FlatArray[pgtype.Float8], rows)
 			for i := range a {
-				if v, ok := args[i*len(cs)+j].(float64); ok {
-					vals[i] = v
-					a[i] = &vals[i]
-				}
+				a[i].Float64, a[i].Valid = args[i*len(cs)+j].(float64)
 			}
 			params[j] = a
 		case boolCol:
