@@ -70,6 +70,12 @@ type Batcher interface {
 	WriterBatching() (batchSize int, flushInterval time.Duration)
 }
 
+// Laner is a store that can take several inserts at once: a Writer over it
+// runs WriterLanes of them.
+type Laner interface {
+	WriterLanes() int
+}
+
 // WriterBatching implements Batcher.
 func (s *chStore) WriterBatching() (int, time.Duration) {
 	return clickhouseBatchSize, clickhouseFlushInterval

@@ -194,8 +194,8 @@ func openPostgres(ctx context.Context, dsn string) (Store, error) {
 
 // The pool sizes of a PostgreSQL store, per gateway replica.
 const (
-	postgresWriteConns = 2 // the Writer's one insert at a time, beside retention or a ping
-	postgresReadConns  = 8 // concurrent API reads
+	postgresWriteConns = insertLanes + 1 // the Writer's inserts, beside retention or a ping
+	postgresReadConns  = 8               // concurrent API reads
 )
 
 //go:embed migrations/*.sql

@@ -232,6 +232,14 @@ func (p *pendingStore) ChangeKeys(ctx context.Context, c KeyChange) (KeyResult, 
 	return ks.ChangeKeys(ctx, c)
 }
 
+// WriterLanes implements Laner as the store the DSN names will.
+func (p *pendingStore) WriterLanes() int {
+	if strings.HasPrefix(p.dsn, "postgres://") || strings.HasPrefix(p.dsn, "postgresql://") {
+		return insertLanes
+	}
+	return 1
+}
+
 // WriterBatching implements Batcher: a Writer made before the database was
 // reached gets the batching its engine wants (ClickHouse's large batches),
 // known from the DSN.

@@ -524,9 +524,8 @@ func (r *scannedRollup) bytesOf() [][]byte {
 // writeRollups adds recs — the records this transaction inserted — to the
 // minute rows of writer, and marks their coarser units dirty, in tx. The
 // minute rows it changes are read, merged with the records and written
-// back whole (a sketch cannot be added to in SQL); as only one store writes
-// a writer's rows (sqlStore.writer) and its insertMu serialises its
-// inserts, no update is lost.
+// back whole (a sketch cannot be added to in SQL); as only one insert at a
+// time writes a writer's rows (sqlStore.lanes), no update is lost.
 func writeRollups(ctx context.Context, tx *sql.Tx, d dialect, writer string, recs []*record.Record) error {
 	if len(recs) == 0 {
 		return nil

@@ -402,7 +402,8 @@ func TestRollupPlan(t *testing.T) {
 }
 
 // TestTwoWritersConcurrently: two gateways (two stores on one database)
-// insert and compact at once; every record is counted exactly once.
+// insert and compact at once, each from two goroutines as a Writer's lanes
+// do; every record is counted exactly once.
 func TestTwoWritersConcurrently(t *testing.T) {
 	for _, e := range engines() {
 		t.Run(e.name, func(t *testing.T) {
@@ -414,23 +415,25 @@ func TestTwoWritersConcurrently(t *testing.T) {
 			defer s2.Close()
 			const perStore, batch = 3000, 100
 			var wg sync.WaitGroup
-			errs := make(chan error, 4)
+			errs := make(chan error, 6)
 			for si, s := range []Store{s1, s2} {
-				wg.Add(2)
-				go func() {
-					defer wg.Done()
-					rng := rand.New(rand.NewPCG(uint64(si), 1))
-					recs := randomRecords(rng, perStore, 1, distributions[1])
-					for i := range recs {
-						recs[i].RequestID = fmt.Sprintf("w%d-%s", si, recs[i].RequestID)
-					}
-					for i := 0; i < len(recs); i += batch {
-						if err := s.Insert(context.Background(), recs[i:i+batch]); err != nil {
-							errs <- err
-							return
+				rng := rand.New(rand.NewPCG(uint64(si), 1))
+				recs := randomRecords(rng, perStore, 1, distributions[1])
+				for i := range recs {
+					recs[i].RequestID = fmt.Sprintf("w%d-%s", si, recs[i].RequestID)
+				}
+				wg.Add(3)
+				for lane := range 2 { // alternate batches
+					go func() {
+						defer wg.Done()
+						for i := lane * batch; i < len(recs); i += 2 * batch {
+							if err := s.Insert(context.Background(), recs[i:i+batch]); err != nil {
+								errs <- err
+								return
+							}
 						}
-					}
-				}()
+					}()
+				}
 				go func() {
 					// Compaction at once, over and over, as if the day
 					// were long over.

@@ -33,11 +33,12 @@ type sqlStore struct {
 	// millions of records.
 	maxStatsRows int
 
-	// writer names the minute rollup rows this store writes (see
-	// writeRollups); insertMu serialises its inserts, which read and
-	// rewrite those rows.
-	writer   string
-	insertMu sync.Mutex
+	// lanes holds the names of the minute rollup rows this store writes
+	// (see writeRollups), one per insert that may run at once: an insert
+	// takes a name and gives it back, so that no two inserts read and
+	// rewrite the same rows. SQLite has one (its writes are serial
+	// anyway), PostgreSQL insertLanes (see WriterLanes).
+	lanes chan string
 	// partitions holds the days (int64 Unix ns) whose partitions are known
 	// to exist, on a partitioned engine.
 	partitions sync.Map
@@ -47,10 +48,27 @@ func newSQLStore(d dialect, write, read *sql.DB) *sqlStore {
 	if !d.arrays {
 		d.stmts = newStmtCache(write)
 	}
-	return &sqlStore{d: d, write: write, read: read,
-		statsSlots: make(chan struct{}, MaxConcurrentStats), maxStatsRows: MaxStatsRows,
-		writer: newWriterID()}
+	s := &sqlStore{d: d, write: write, read: read,
+		statsSlots: make(chan struct{}, MaxConcurrentStats), maxStatsRows: MaxStatsRows}
+	n := 1
+	if d.partitioned {
+		n = insertLanes
+	}
+	s.lanes = make(chan string, n)
+	for range n {
+		s.lanes <- newWriterID()
+	}
+	return s
 }
+
+// insertLanes is how many inserts a PostgreSQL store runs at once. One
+// insert keeps the server's backend busy about two thirds of the time
+// and the gateway's encoding the rest; two overlap them.
+const insertLanes = 2
+
+// WriterLanes implements Laner: a Writer over PostgreSQL runs insertLanes
+// inserts at once.
+func (s *sqlStore) WriterLanes() int { return cap(s.lanes) }
 
 func (s *sqlStore) Engine() string { return s.d.name }
 
@@ -497,8 +515,13 @@ func (s *sqlStore) Insert(ctx context.Context, recs []record.Record) error {
 			return err
 		}
 	}
-	s.insertMu.Lock()
-	defer s.insertMu.Unlock()
+	var writer string
+	select {
+	case writer = <-s.lanes:
+	case <-ctx.Done():
+		return fmt.Errorf("insert: %w", ctx.Err())
+	}
+	defer func() { s.lanes <- writer }()
 	if s.d.partitioned {
 		ts := make([]int64, len(recs))
 		for i := range recs {
@@ -522,7 +545,7 @@ func (s *sqlStore) Insert(ctx context.Context, recs []record.Record) error {
 	}
 	// The rollups of exactly the records stored, in their transaction: a
 	// retried batch adds nothing twice.
-	if err := writeRollups(ctx, tx, s.d, s.writer, stored); err != nil {
+	if err := writeRollups(ctx, tx, s.d, writer, stored); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {

@@ -146,7 +146,18 @@ func NewWriter(s Store, opts WriterOptions) *Writer {
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		ctx: ctx, cancel: cancel,
 	}
-	go w.run()
+	lanes := 1
+	if l, ok := s.(Laner); ok && opts.FlushInterval <= 0 {
+		lanes = max(1, l.WriterLanes())
+	}
+	var wg sync.WaitGroup
+	for range lanes {
+		wg.Go(w.run)
+	}
+	go func() {
+		wg.Wait()
+		close(w.done)
+	}()
 	return w
 }
 
@@ -228,9 +239,11 @@ func (w *Writer) Close(ctx context.Context) error {
 	return nil
 }
 
-// run is the writer's goroutine, owned by the Writer and ended by Close.
+// run is the goroutine of one of the writer's lanes, owned by the Writer
+// and ended by Close. A store that can take several inserts at once
+// (Laner: PostgreSQL) gets a lane per insert; batches then overlap, each
+// lane taking what is queued when it is free.
 func (w *Writer) run() {
-	defer close(w.done)
 	batch := make([]record.Record, 0, w.opts.BatchSize)
 	var last time.Time // when the last write began
 	for {
