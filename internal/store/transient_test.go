@@ -168,6 +168,29 @@ func TestWriterWaitsOutReadOnlyPostgres(t *testing.T) {
 	}
 }
 
+// faultCase is an error a probe of a real database returned, and whether
+// dataFault must call it the record's fault.
+type faultCase struct {
+	name string
+	err  error
+	data bool
+}
+
+// checkFaults fails t for each case whose probe did not fail or that
+// dataFault classifies wrongly (wrapped, as the writer sees it).
+func checkFaults(t *testing.T, cases []faultCase) {
+	t.Helper()
+	for _, c := range cases {
+		if c.err == nil {
+			t.Errorf("%s: the probe did not fail", c.name)
+			continue
+		}
+		if got := dataFault(fmt.Errorf("insert requests: %w", c.err)); got != c.data {
+			t.Errorf("%s (%T: %v): dataFault %v, want %v", c.name, c.err, c.err, got, c.data)
+		}
+	}
+}
+
 // TestDataFault classifies real errors of both engines: only those about
 // the data itself may cost a record.
 func TestDataFault(t *testing.T) {
@@ -186,11 +209,7 @@ func TestDataFault(t *testing.T) {
 			t.Fatal(err)
 		}
 		probe := func(q string) error { _, err := db.Exec(q); return err }
-		cases := []struct {
-			name string
-			err  error
-			data bool
-		}{
+		cases := []faultCase{
 			{"not null", probe("INSERT INTO t (id, v) VALUES (2, NULL)"), true},
 			{"unique", probe("INSERT INTO t (id, v) VALUES (3, 'a')"), true},
 			{"mismatch", probe("INSERT INTO t (id, v) VALUES ('abc', 'b')"), true},
@@ -206,29 +225,13 @@ func TestDataFault(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cases = append(cases, struct {
-			name string
-			err  error
-			data bool
-		}{"busy", probe("INSERT INTO t (id, v) VALUES (4, 'c')"), false})
+		cases = append(cases, faultCase{"busy", probe("INSERT INTO t (id, v) VALUES (4, 'c')"), false})
 		tx.Rollback()
 		if _, err := db.Exec("PRAGMA max_page_count = 2"); err != nil {
 			t.Fatal(err)
 		}
-		cases = append(cases, struct {
-			name string
-			err  error
-			data bool
-		}{"full", probe("INSERT INTO t (v) SELECT hex(zeroblob(100000))"), false})
-		for _, c := range cases {
-			if c.err == nil {
-				t.Errorf("%s: the probe did not fail", c.name)
-				continue
-			}
-			if got := dataFault(fmt.Errorf("insert requests: %w", c.err)); got != c.data {
-				t.Errorf("%s (%v): dataFault %v, want %v", c.name, c.err, got, c.data)
-			}
-		}
+		cases = append(cases, faultCase{"full", probe("INSERT INTO t (v) SELECT hex(zeroblob(100000))"), false})
+		checkFaults(t, cases)
 	})
 	t.Run("postgres", func(t *testing.T) {
 		dsn := testenv.PostgresSchema(t)
@@ -268,11 +271,7 @@ func TestDataFault(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer refused.Close()
-		for _, c := range []struct {
-			name string
-			err  error
-			data bool
-		}{
+		checkFaults(t, []faultCase{
 			{"not null 23502", probe("INSERT INTO t (id, v) VALUES (1, NULL)"), true},
 			{"out of range 22003", probe("INSERT INTO t (id, v) VALUES (3000000000, 'a')"), true},
 			{"bad text 22021", probe("INSERT INTO t (id, v) VALUES (2, convert_from('\\xff'::bytea, 'UTF8'))"), true},
@@ -283,15 +282,7 @@ func TestDataFault(t *testing.T) {
 			{"connection refused", refused.PingContext(ctx), false},
 			{"no such table 42P01", probe("INSERT INTO missing (id) VALUES (1)"), false},
 			{"invalid record", fmt.Errorf("%w: empty request id", ErrInvalidRecord), true},
-		} {
-			if c.err == nil {
-				t.Errorf("%s: the probe did not fail", c.name)
-				continue
-			}
-			if got := dataFault(fmt.Errorf("insert requests: %w", c.err)); got != c.data {
-				t.Errorf("%s (%v): dataFault %v, want %v", c.name, c.err, got, c.data)
-			}
-		}
+		})
 	})
 }
 
@@ -339,25 +330,13 @@ func TestDataFaultClickHouse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer refused.Close()
-	for _, c := range []struct {
-		name string
-		err  error
-		data bool
-	}{
+	checkFaults(t, []faultCase{
 		{"cannot parse 6", probe("SELECT toInt64('abc')"), true},
 		{"null in ordinary column", probe("INSERT INTO t (id, v) SELECT 1, NULL"), true},
 		{"driver conversion", conv(), true},
 		{"unknown table 60", probe("INSERT INTO missing (id) VALUES (1)"), false},
 		{"connection refused", refused.PingContext(ctx), false},
-	} {
-		if c.err == nil {
-			t.Errorf("%s: the probe did not fail", c.name)
-			continue
-		}
-		if got := dataFault(fmt.Errorf("insert requests: %w", c.err)); got != c.data {
-			t.Errorf("%s (code %d, %T: %v): dataFault %v, want %v", c.name, chCode(c.err), c.err, c.err, got, c.data)
-		}
-	}
+	})
 }
 
 // holdTable locks table from a transaction of its own until the returned
