@@ -70,7 +70,8 @@ type WriterStats struct {
 }
 
 // Writer stores records off the request path: Record only appends to a
-// bounded in-memory queue, and one goroutine writes the queue in batches.
+// bounded in-memory queue, and one goroutine writes the queue in batches
+// (one per lane where the store takes several inserts at once, see Laner).
 // Under load the batches grow by themselves (records arriving during one
 // Insert form the next, and writes are at most one per Pace), and when the
 // writer has been idle for Pace a record is written at once, so it is
