@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -317,6 +318,12 @@ var projections = []projection{
 	projectionOf("model", "group_name", "stream"),
 	projectionOf("channel", "group_name", "stream"),
 	projectionOf("group_name", "stream"),
+	// Without the group, for summaries over every group (an admin's):
+	// the traffic of several groups in one row per model or channel.
+	projectionOf("model", "stream"),
+	projectionOf("channel", "stream"),
+	projectionOf("stream"),
+	projectionOf("model", "channel", "stream"), // the channels view's grouping
 }
 
 func (p projection) has(col string) bool { return p&projectionOf(col) != 0 }
@@ -367,12 +374,14 @@ func projectionFor(q *StatsQuery, dimCols []string) int {
 	if f.Stream != nil {
 		need |= projectionOf("stream")
 	}
-	for p := len(projections) - 1; p > 0; p-- {
-		if projections[p]&need == need {
-			return p
+	// The coarsest that holds them: the fewest dimensions kept.
+	best := 0
+	for p := 1; p < len(projections); p++ {
+		if projections[p]&need == need && bits.OnesCount16(uint16(projections[p])) < bits.OnesCount16(uint16(projections[best])) {
+			best = p
 		}
 	}
-	return 0
+	return best
 }
 
 // projectCells makes, of the cells of one unit keyed by every dimension

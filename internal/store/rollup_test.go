@@ -620,11 +620,15 @@ func TestProjectionFor(t *testing.T) {
 		cols []string
 		want int
 	}{
-		{StatsQuery{}, nil, 5},
+		{StatsQuery{}, nil, 8},
+		{StatsQuery{Filter: Filter{Stream: &yes}}, nil, 8},
 		{StatsQuery{Filter: Filter{Stream: &yes, Group: "g"}}, nil, 5},
-		{StatsQuery{}, []string{"channel"}, 4},
-		{StatsQuery{Filter: Filter{Model: "m"}}, nil, 3},
-		{StatsQuery{Filter: Filter{Model: "m"}}, []string{"channel"}, 2},
+		{StatsQuery{}, []string{"channel"}, 7},
+		{StatsQuery{Filter: Filter{Group: "g"}}, []string{"channel"}, 4},
+		{StatsQuery{Filter: Filter{Model: "m"}}, nil, 6},
+		{StatsQuery{Filter: Filter{Model: "m", Group: "g"}}, nil, 3},
+		{StatsQuery{Filter: Filter{Model: "m"}}, []string{"channel"}, 9},
+		{StatsQuery{Filter: Filter{Model: "m", Group: "g"}}, []string{"channel"}, 2},
 		{StatsQuery{}, []string{"api"}, 1},
 		{StatsQuery{}, []string{"provider", "stream"}, 1},
 		{StatsQuery{Filter: Filter{Status: "ok"}}, nil, 0},
