@@ -276,31 +276,8 @@ func (w *Writer) run() {
 // the interval has passed, or Close was called; it returns at once when
 // the queue is empty.
 func (w *Writer) gather() {
-	if w.opts.FlushInterval <= 0 {
-		return
-	}
-	var timer *time.Timer
-	for {
-		w.mu.Lock()
-		n := len(w.queue) - w.head
-		w.mu.Unlock()
-		if n == 0 || n >= w.opts.BatchSize {
-			break
-		}
-		if timer == nil {
-			timer = time.NewTimer(w.opts.FlushInterval)
-		}
-		select {
-		case <-w.wake:
-			continue
-		case <-timer.C:
-		case <-w.stop:
-		case <-w.ctx.Done():
-		}
-		break
-	}
-	if timer != nil {
-		timer.Stop()
+	if w.opts.FlushInterval > 0 {
+		w.fill(w.opts.FlushInterval)
 	}
 }
 
@@ -312,28 +289,34 @@ func (w *Writer) pace(last time.Time) {
 	if w.opts.FlushInterval > 0 || w.opts.Pace <= 0 || last.IsZero() {
 		return
 	}
-	wait := w.opts.Pace - time.Since(last)
-	if wait <= 0 {
-		return
+	if wait := w.opts.Pace - time.Since(last); wait > 0 {
+		w.fill(wait)
 	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
+}
+
+// fill lets records gather for up to d: it returns when the queue is empty
+// or holds BatchSize records, when d has passed, or when Close was called.
+func (w *Writer) fill(d time.Duration) {
+	var timer *time.Timer
 	for {
 		w.mu.Lock()
 		n := len(w.queue) - w.head
 		w.mu.Unlock()
 		if n == 0 || n >= w.opts.BatchSize {
-			return
+			break
+		}
+		if timer == nil {
+			timer = time.NewTimer(d)
+			defer timer.Stop()
 		}
 		select {
 		case <-w.wake:
+			continue
 		case <-timer.C:
-			return
 		case <-w.stop:
-			return
 		case <-w.ctx.Done():
-			return
 		}
+		break
 	}
 }
 
