@@ -143,7 +143,10 @@ const chDirtyHaving = " GROUP BY level, start_ns HAVING maxIf(at, kind = 0) >= m
 // the unit dirty, to be read from finer rows and compacted again.
 func (s *chStore) Compact(ctx context.Context, now time.Time) (int, error) {
 	made := 0
-	for level := levelMinute; level < numLevels && made < maxCompactPerCall; level++ {
+	for _, level := range levelOrder {
+		if made >= maxCompactPerCall {
+			break
+		}
 		n, err := s.compactLevel(ctx, level, now.Add(-levelUnit[level]-CompactionGrace).UnixNano(), maxCompactPerCall-made)
 		made += n
 		if err != nil {
@@ -184,8 +187,9 @@ func (s *chStore) compactLevel(ctx context.Context, level int, cut int64, limit 
 	}
 	u := int64(levelUnit[level])
 	from, to := units[0], units[len(units)-1]+u
-	if level-1 > levelMinute {
-		finer, err := s.dirtyUnits(ctx, level-1, from, to, 0)
+	finer := finerLevel[level]
+	if finer > levelMinute {
+		finer, err := s.dirtyUnits(ctx, finer, from, to, 0)
 		if err != nil {
 			return 0, fmt.Errorf("compact: %w", err)
 		}
@@ -210,7 +214,7 @@ func (s *chStore) compactLevel(ctx context.Context, level int, cut int64, limit 
 	// Made from the finer level's rows of every dimension and status; a
 	// minute from its raw rows (every writer's).
 	rows, err := s.write.QueryContext(ctx, "SELECT "+selectRollup+" FROM rollups FINAL WHERE level = ? AND start_ns >= ? AND start_ns < ?",
-		uint8(storedLevel(max(level-1, levelMinute), 0)), from, to)
+		uint8(storedLevel(max(finer, levelMinute), 0)), from, to)
 	if err != nil {
 		return 0, fmt.Errorf("compact: %w", err)
 	}

@@ -46,19 +46,20 @@ func (s *sqlStore) Compact(ctx context.Context, now time.Time) (int, error) {
 	// that a coarser unit is made from up-to-date finer ones.
 	var b builder
 	var or []string
-	for level := levelMinute; level < numLevels; level++ {
+	for level := range numLevels {
 		cut := now.Add(-levelUnit[level] - CompactionGrace).UnixNano()
 		or = append(or, "(level = "+b.arg(int64(level))+" AND start_ns <= "+b.arg(cut)+")")
 	}
-	rows, err := s.write.QueryContext(ctx, `SELECT DISTINCT level, start_ns FROM rollup_dirty WHERE `+strings.Join(or, " OR ")+
-		` ORDER BY level, start_ns LIMIT `+b.arg(maxCompactPerCall), b.args...)
+	rows, err := s.write.QueryContext(ctx, `SELECT DISTINCT level, start_ns, `+levelRank+` AS rank FROM rollup_dirty WHERE `+strings.Join(or, " OR ")+
+		` ORDER BY rank, start_ns LIMIT `+b.arg(maxCompactPerCall), b.args...)
 	if err != nil {
 		return 0, fmt.Errorf("compact: %w", err)
 	}
 	var units [][2]int64
 	for rows.Next() {
 		var u [2]int64
-		if err := rows.Scan(&u[0], &u[1]); err != nil {
+		var rank int64
+		if err := rows.Scan(&u[0], &u[1], &rank); err != nil {
 			rows.Close()
 			return 0, fmt.Errorf("compact: %w", err)
 		}
@@ -79,6 +80,18 @@ func (s *sqlStore) Compact(ctx context.Context, now time.Time) (int, error) {
 	}
 	return made, nil
 }
+
+// levelRank is an SQL expression of a row's level that orders levels from
+// the finest unit to the coarsest (see levelOrder).
+var levelRank = func() string {
+	var b strings.Builder
+	b.WriteString("CASE level")
+	for i, l := range levelOrder {
+		fmt.Fprintf(&b, " WHEN %d THEN %d", l, i)
+	}
+	b.WriteString(" END")
+	return b.String()
+}()
 
 // compactUnit remakes the rollup rows of one unit from the next finer
 // level's and clears its dirty marks, in one transaction. It reports false
@@ -108,12 +121,13 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 		return false, err
 	}
 	end := start + int64(levelUnit[level])
-	if level-1 > levelMinute {
+	finer := finerLevel[level]
+	if finer > levelMinute {
 		// A unit is made of up-to-date finer units only; a dirty one
 		// keeps it dirty (the rollback restores its marks).
 		var dirty int
 		err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM rollup_dirty WHERE level = $1 AND start_ns >= $2 AND start_ns < $3`,
-			int64(level-1), start, end).Scan(&dirty)
+			int64(finer), start, end).Scan(&dirty)
 		if err != nil {
 			return false, fmt.Errorf("compact: %w", err)
 		}
@@ -125,7 +139,7 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 	// minute from its raw rows (every writer's).
 	cells := map[rollupKey]*rollupCell{}
 	rows, err := tx.QueryContext(ctx, "SELECT "+selectRollup+" FROM rollups WHERE level = $1 AND start_ns >= $2 AND start_ns < $3",
-		storedLevel(max(level-1, levelMinute), 0), start, end)
+		storedLevel(max(finer, levelMinute), 0), start, end)
 	if err != nil {
 		return false, fmt.Errorf("compact: %w", err)
 	}

@@ -19,19 +19,32 @@ import (
 
 // Rollup levels: the time unit one rollup row summarises. Units are aligned
 // to the Unix epoch (UTC), as Stats buckets are. Each level is compacted
-// from the one below: the ten-minute level keeps the open hour — which
+// from the next finer one: the ten-minute level keeps the open hour — which
 // every summary of "the last N hours" reads — from costing sixty rows per
-// key.
+// key, and the six-hour level keeps a day that is not whole (every "last
+// 24 hours") from costing twenty-four.
+//
+// A level's number is stored in its rows, so a level added later takes the
+// next number rather than renumbering the stored ones: the six-hour level,
+// added after the day, is 4. levelOrder lists them from fine to coarse.
 const (
 	levelMinute    = 0
 	levelTenMinute = 1
 	levelHour      = 2
 	levelDay       = 3
-	numLevels      = 4
+	levelSixHours  = 4
+	numLevels      = 5
 )
 
 // levelUnit is the length of a level's unit.
-var levelUnit = [numLevels]time.Duration{time.Minute, 10 * time.Minute, time.Hour, 24 * time.Hour}
+var levelUnit = [numLevels]time.Duration{time.Minute, 10 * time.Minute, time.Hour, 24 * time.Hour, 6 * time.Hour}
+
+// levelOrder lists the levels from the finest unit to the coarsest.
+var levelOrder = [numLevels]int{levelMinute, levelTenMinute, levelHour, levelSixHours, levelDay}
+
+// finerLevel is the level a unit is compacted from, and read in when it is
+// dirty; a minute's finer rows are its raw ones (-1).
+var finerLevel = [numLevels]int{-1, levelMinute, levelTenMinute, levelSixHours, levelHour}
 
 // rollupKey is what one rollup row's records share besides their time
 // unit: every dimension Stats groups or filters by, and the terminal

@@ -368,8 +368,16 @@ func TestRollupPlan(t *testing.T) {
 		{"edges in hours and minutes", d0 + 23*hour - 5*minute, d0 + day + 2*hour + 3*minute, 0, nil, []span{
 			{levelMinute, d0 + 23*hour - 5*minute, d0 + 23*hour, true}, {levelHour, d0 + 23*hour, d0 + day + 2*hour, false},
 			{levelMinute, d0 + day + 2*hour, d0 + day + 2*hour + 3*minute, true}}},
-		{"a dirty day is read in hours", d0, d0 + 2*day, 0, [][2]int64{{levelDay, d0 + day}}, []span{
-			{levelDay, d0, d0 + day, false}, {levelHour, d0 + day, d0 + 2*day, false}}},
+		{"a dirty day is read in six hours", d0, d0 + 2*day, 0, [][2]int64{{levelDay, d0 + day}}, []span{
+			{levelDay, d0, d0 + day, false}, {levelSixHours, d0 + day, d0 + 2*day, false}}},
+		{"a dirty six hours is read in hours", d0, d0 + day, 0, [][2]int64{{levelDay, d0}, {levelSixHours, d0 + 6*hour}}, []span{
+			{levelSixHours, d0, d0 + 6*hour, false}, {levelHour, d0 + 6*hour, d0 + 12*hour, false}, {levelSixHours, d0 + 12*hour, d0 + day, false}}},
+		{"the last 24 hours: six hours between hours", d0 + 15*hour + 37*minute, d0 + day + 15*hour + 37*minute, 0, nil, []span{
+			{levelMinute, d0 + 15*hour + 37*minute, d0 + 15*hour + 40*minute, true},
+			{levelTenMinute, d0 + 15*hour + 40*minute, d0 + 16*hour, false}, {levelHour, d0 + 16*hour, d0 + 18*hour, false},
+			{levelSixHours, d0 + 18*hour, d0 + day + 12*hour, false}, {levelHour, d0 + day + 12*hour, d0 + day + 15*hour, false},
+			{levelTenMinute, d0 + day + 15*hour, d0 + day + 15*hour + 30*minute, false},
+			{levelMinute, d0 + day + 15*hour + 30*minute, d0 + day + 15*hour + 37*minute, true}}},
 		{"a dirty hour is read in ten minutes", d0, d0 + 3*hour, 0, [][2]int64{{levelHour, d0 + hour}}, []span{
 			{levelHour, d0, d0 + hour, false}, {levelTenMinute, d0 + hour, d0 + 2*hour, false}, {levelHour, d0 + 2*hour, d0 + 3*hour, false}}},
 		{"a dirty ten minutes is read in minutes", d0, d0 + hour, 0, [][2]int64{{levelHour, d0}, {levelTenMinute, d0 + 20*minute}}, []span{
@@ -382,6 +390,7 @@ func TestRollupPlan(t *testing.T) {
 			{levelHour, d0 + hour, d0 + 2*hour, false}, {levelTenMinute, d0 + 2*hour, d0 + 2*hour + 20*minute, false},
 			{levelMinute, d0 + 2*hour + 20*minute, d0 + 2*hour + 25*minute, true}}},
 		{"hourly buckets use no days", d0, d0 + day, time.Hour, nil, []span{{levelHour, d0, d0 + day, false}}},
+		{"12-hour buckets use six hours, no days", d0, d0 + day, 12 * time.Hour, nil, []span{{levelSixHours, d0, d0 + day, false}}},
 		{"10-minute buckets use no hours", d0, d0 + hour, 10 * time.Minute, nil, []span{{levelTenMinute, d0, d0 + hour, false}}},
 		{"5-minute buckets use minutes", d0, d0 + hour, 5 * time.Minute, nil, []span{{levelMinute, d0, d0 + hour, true}}},
 	} {
@@ -695,4 +704,91 @@ func TestRollupPlanProjected(t *testing.T) {
 	if !slices.Equal(levels, []int64{0, 30, 31}) {
 		t.Errorf("stored levels read %v, want raw minutes, minutes and ten minutes of projection 3", levels)
 	}
+}
+
+// TestSixHoursOnUpgrade: a database whose rollups were compacted before
+// the six-hour level existed gets it when a gateway of this version opens
+// it: its six hours are marked (0008_six_hours.sql, ClickHouse 0004), read
+// from their hours until compacted, and then compacted — answers exact
+// all along, including a day that late records had left dirty.
+func TestSixHoursOnUpgrade(t *testing.T) {
+	const days = 3
+	for _, e := range engines() {
+		t.Run(e.name, func(t *testing.T) {
+			old, dsn := e.open(t)
+			rng := rand.New(rand.NewPCG(6, 6))
+			recs := randomRecords(rng, 3000, days, distributions[1])
+			insert(t, old, recs...)
+			compactAll(t, old, rollupBase.Add(days*24*time.Hour+time.Hour))
+			late := randomRecords(rand.New(rand.NewPCG(6, 7)), 40, 1, distributions[1])
+			for i := range late {
+				late[i].RequestID += "-late"
+				late[i].Timestamp = rollupBase.Add(31*time.Hour + time.Duration(i)*time.Second)
+			}
+			insert(t, old, late...)
+			recs = append(recs, late...)
+			// What a gateway of the version before left: no six-hour rows
+			// or marks, and no record of the migration.
+			stmts := []string{
+				"DELETE FROM rollups WHERE level % 10 = 4",
+				"DELETE FROM rollup_dirty WHERE level = 4",
+				"DELETE FROM schema_migrations WHERE version = 8",
+			}
+			if e.name == "clickhouse" {
+				stmts = []string{
+					"ALTER TABLE rollups DELETE WHERE level % 10 = 4",
+					"ALTER TABLE rollup_marks DELETE WHERE level = 4",
+					"ALTER TABLE schema_migrations DELETE WHERE version = 4",
+				}
+			}
+			for _, st := range stmts {
+				if _, err := writeDB(old).ExecContext(ctxT(t), st); err != nil {
+					t.Fatalf("%s: %v", st, err)
+				}
+			}
+			if e.name == "clickhouse" {
+				waitMutations(t, old)
+			}
+			if n := countRows(t, old, "SELECT COUNT(*) FROM rollups WHERE level % 10 = 4"); n != 0 {
+				t.Fatalf("%d six-hour rows left", n)
+			}
+			s, err := Open(ctxT(t), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			check := func(stage string) {
+				t.Helper()
+				for qi, q := range rollupQueries(days) {
+					st, err := s.Stats(ctxT(t), q)
+					if err != nil {
+						t.Fatalf("%s query %d: %v", stage, qi, err)
+					}
+					checkAgainstExact(t, fmt.Sprintf("%s query %d", stage, qi), st, exactGroups(recs, q), q)
+				}
+			}
+			check("migrated")
+			compactAll(t, s, rollupBase.Add(days*24*time.Hour+time.Hour))
+			// Every six hours of the three days, in every projection.
+			for p := range projections {
+				if n := countRows(t, s, fmt.Sprint("SELECT COUNT(DISTINCT start_ns) FROM rollups WHERE level = ", storedLevel(levelSixHours, p))); n != 4*days {
+					t.Errorf("projection %d: %d six-hour units after compaction, want %d", p, n, 4*days)
+				}
+			}
+			check("compacted")
+		})
+	}
+}
+
+// waitMutations waits for the ClickHouse mutations of s's database to be
+// done (ALTER … DELETE runs in the background).
+func waitMutations(t *testing.T, s Store) {
+	t.Helper()
+	for range 300 {
+		if countRows(t, s, "SELECT count() FROM system.mutations WHERE database = currentDatabase() AND is_done = 0") == 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("ClickHouse mutations not done after 30 s")
 }

@@ -21,7 +21,7 @@ type unitSpan struct {
 
 // rollupPlan chooses, for the window [from, to), which rollup rows to read:
 // whole days where a day row is up to date and the buckets allow it, else
-// whole hours likewise, else ten minutes, else minutes. dirty holds the
+// whole six hours likewise, else hours, else ten minutes, else minutes. dirty holds the
 // units whose finer rows changed since they were compacted (or that never
 // were); their finer rows are read instead, down to a minute's raw rows.
 // allowed[level] is false where a bucket does not divide into that level's
@@ -61,21 +61,21 @@ func (p *rollupPlan) cover(level int, from, to int64) {
 		}
 		return
 	}
-	u := int64(levelUnit[level])
+	u, finer := int64(levelUnit[level]), finerLevel[level]
 	first, last := ceilUnit(from, u), floorUnit(to, levelUnit[level])
 	if !p.allowed[level] || first >= last {
-		p.cover(level-1, from, to)
+		p.cover(finer, from, to)
 		return
 	}
-	p.cover(level-1, from, first)
+	p.cover(finer, from, first)
 	for t := first; t < last; t += u {
 		if p.dirty[[2]int64{int64(level), t}] {
-			p.cover(level-1, t, t+u)
+			p.cover(finer, t, t+u)
 		} else {
 			p.emit(level, t, t+u, false)
 		}
 	}
-	p.cover(level-1, last, to)
+	p.cover(finer, last, to)
 }
 
 func ceilUnit(ns, u int64) int64 {
