@@ -54,12 +54,31 @@ func BenchmarkMerge(b *testing.B) {
 	}
 }
 
+// withValues returns a sketch of n log-normal latencies (median 500 ms,
+// σ = 1): a dense rollup, of a busy hour or day, whose neighbouring
+// bucket counts differ by more than a one-byte varint holds.
+func withValues(n int) *Sketch {
+	r := rand.New(rand.NewPCG(9, uint64(n)))
+	var s Sketch
+	for range n {
+		s.Add(500 * math.Exp(r.NormFloat64()))
+	}
+	return &s
+}
+
 // BenchmarkMergeBinary is the read path of rollups: one encoded row merged
 // into the query's sketch.
 func BenchmarkMergeBinary(b *testing.B) {
-	for _, nb := range []int{100, 300} {
-		b.Run("buckets="+strconv.Itoa(nb), func(b *testing.B) {
-			enc, err := withBuckets(nb).AppendBinary(nil)
+	for _, c := range []struct {
+		name string
+		s    *Sketch
+	}{
+		{"buckets=100", withBuckets(100)},
+		{"buckets=300", withBuckets(300)},
+		{"values=1e6", withValues(1_000_000)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			enc, err := c.s.AppendBinary(nil)
 			if err != nil {
 				b.Fatal(err)
 			}
