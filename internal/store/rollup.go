@@ -19,32 +19,45 @@ import (
 
 // Rollup levels: the time unit one rollup row summarises. Units are aligned
 // to the Unix epoch (UTC), as Stats buckets are. Each level is compacted
-// from the next finer one: the ten-minute level keeps the open hour — which
-// every summary of "the last N hours" reads — from costing sixty rows per
-// key, and the six-hour level keeps a day that is not whole (every "last
-// 24 hours") from costing twenty-four.
+// from the next finer one. A window reads whole days where it can and the
+// coarsest units that fit at its two ends: with units of 1, 10 and 30
+// minutes and 1, 3 and 6 hours an end costs at most 9+2+1+2+1+3 rows per
+// key, and on average about half of that (a "last 24 hours" holds no whole
+// day; read from hours it cost 24 rows per key). At volume a row's
+// sketches are what a summary spends its time on, so rows per key are
+// what it costs.
 //
 // A level's number is stored in its rows, so a level added later takes the
-// next number rather than renumbering the stored ones: the six-hour level,
-// added after the day, is 4. levelOrder lists them from fine to coarse.
+// next number rather than renumbering the stored ones; levelOrder lists
+// them from fine to coarse.
 const (
-	levelMinute    = 0
-	levelTenMinute = 1
-	levelHour      = 2
-	levelDay       = 3
-	levelSixHours  = 4
-	numLevels      = 5
+	levelMinute     = 0
+	levelTenMinute  = 1
+	levelHour       = 2
+	levelDay        = 3
+	levelSixHours   = 4
+	levelHalfHour   = 5
+	levelThreeHours = 6
+	numLevels       = 7
 )
 
 // levelUnit is the length of a level's unit.
-var levelUnit = [numLevels]time.Duration{time.Minute, 10 * time.Minute, time.Hour, 24 * time.Hour, 6 * time.Hour}
+var levelUnit = [numLevels]time.Duration{time.Minute, 10 * time.Minute, time.Hour, 24 * time.Hour, 6 * time.Hour, 30 * time.Minute, 3 * time.Hour}
 
 // levelOrder lists the levels from the finest unit to the coarsest.
-var levelOrder = [numLevels]int{levelMinute, levelTenMinute, levelHour, levelSixHours, levelDay}
+var levelOrder = [numLevels]int{levelMinute, levelTenMinute, levelHalfHour, levelHour, levelThreeHours, levelSixHours, levelDay}
 
 // finerLevel is the level a unit is compacted from, and read in when it is
 // dirty; a minute's finer rows are its raw ones (-1).
-var finerLevel = [numLevels]int{-1, levelMinute, levelTenMinute, levelSixHours, levelHour}
+var finerLevel = [numLevels]int{
+	levelMinute:     -1,
+	levelTenMinute:  levelMinute,
+	levelHalfHour:   levelTenMinute,
+	levelHour:       levelHalfHour,
+	levelThreeHours: levelHour,
+	levelSixHours:   levelThreeHours,
+	levelDay:        levelSixHours,
+}
 
 // rollupKey is what one rollup row's records share besides their time
 // unit: every dimension Stats groups or filters by, and the terminal

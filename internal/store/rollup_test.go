@@ -370,27 +370,34 @@ func TestRollupPlan(t *testing.T) {
 			{levelMinute, d0 + day + 2*hour, d0 + day + 2*hour + 3*minute, true}}},
 		{"a dirty day is read in six hours", d0, d0 + 2*day, 0, [][2]int64{{levelDay, d0 + day}}, []span{
 			{levelDay, d0, d0 + day, false}, {levelSixHours, d0 + day, d0 + 2*day, false}}},
-		{"a dirty six hours is read in hours", d0, d0 + day, 0, [][2]int64{{levelDay, d0}, {levelSixHours, d0 + 6*hour}}, []span{
-			{levelSixHours, d0, d0 + 6*hour, false}, {levelHour, d0 + 6*hour, d0 + 12*hour, false}, {levelSixHours, d0 + 12*hour, d0 + day, false}}},
-		{"the last 24 hours: six hours between hours", d0 + 15*hour + 37*minute, d0 + day + 15*hour + 37*minute, 0, nil, []span{
+		{"a dirty six hours is read in three hours", d0, d0 + day, 0, [][2]int64{{levelDay, d0}, {levelSixHours, d0 + 6*hour}}, []span{
+			{levelSixHours, d0, d0 + 6*hour, false}, {levelThreeHours, d0 + 6*hour, d0 + 12*hour, false}, {levelSixHours, d0 + 12*hour, d0 + day, false}}},
+		{"a dirty three hours is read in hours", d0, d0 + 6*hour, 0, [][2]int64{{levelSixHours, d0}, {levelThreeHours, d0 + 3*hour}}, []span{
+			{levelThreeHours, d0, d0 + 3*hour, false}, {levelHour, d0 + 3*hour, d0 + 6*hour, false}}},
+		{"the last 24 hours: six hours, and the coarsest units that fit at its ends", d0 + 15*hour + 37*minute, d0 + day + 15*hour + 37*minute, 0, nil, []span{
 			{levelMinute, d0 + 15*hour + 37*minute, d0 + 15*hour + 40*minute, true},
 			{levelTenMinute, d0 + 15*hour + 40*minute, d0 + 16*hour, false}, {levelHour, d0 + 16*hour, d0 + 18*hour, false},
-			{levelSixHours, d0 + 18*hour, d0 + day + 12*hour, false}, {levelHour, d0 + day + 12*hour, d0 + day + 15*hour, false},
-			{levelTenMinute, d0 + day + 15*hour, d0 + day + 15*hour + 30*minute, false},
+			{levelSixHours, d0 + 18*hour, d0 + day + 12*hour, false}, {levelThreeHours, d0 + day + 12*hour, d0 + day + 15*hour, false},
+			{levelHalfHour, d0 + day + 15*hour, d0 + day + 15*hour + 30*minute, false},
 			{levelMinute, d0 + day + 15*hour + 30*minute, d0 + day + 15*hour + 37*minute, true}}},
-		{"a dirty hour is read in ten minutes", d0, d0 + 3*hour, 0, [][2]int64{{levelHour, d0 + hour}}, []span{
-			{levelHour, d0, d0 + hour, false}, {levelTenMinute, d0 + hour, d0 + 2*hour, false}, {levelHour, d0 + 2*hour, d0 + 3*hour, false}}},
-		{"a dirty ten minutes is read in minutes", d0, d0 + hour, 0, [][2]int64{{levelHour, d0}, {levelTenMinute, d0 + 20*minute}}, []span{
-			{levelTenMinute, d0, d0 + 20*minute, false}, {levelMinute, d0 + 20*minute, d0 + 30*minute, true}, {levelTenMinute, d0 + 30*minute, d0 + hour, false}}},
-		{"edges of ten minutes", d0 + 7*minute, d0 + hour + 25*minute, 0, nil, []span{
-			{levelMinute, d0 + 7*minute, d0 + 10*minute, true}, {levelTenMinute, d0 + 10*minute, d0 + hour + 20*minute, false},
+		{"a dirty hour is read in half hours", d0, d0 + 3*hour, 0, [][2]int64{{levelThreeHours, d0}, {levelHour, d0 + hour}}, []span{
+			{levelHour, d0, d0 + hour, false}, {levelHalfHour, d0 + hour, d0 + 2*hour, false}, {levelHour, d0 + 2*hour, d0 + 3*hour, false}}},
+		{"a dirty half hour is read in ten minutes, a dirty ten minutes in minutes", d0, d0 + hour, 0,
+			[][2]int64{{levelHour, d0}, {levelHalfHour, d0}, {levelTenMinute, d0 + 20*minute}}, []span{
+				{levelTenMinute, d0, d0 + 20*minute, false}, {levelMinute, d0 + 20*minute, d0 + 30*minute, true}, {levelHalfHour, d0 + 30*minute, d0 + hour, false}}},
+		{"edges of ten minutes and half hours", d0 + 7*minute, d0 + hour + 25*minute, 0, nil, []span{
+			{levelMinute, d0 + 7*minute, d0 + 10*minute, true}, {levelTenMinute, d0 + 10*minute, d0 + 30*minute, false},
+			{levelHalfHour, d0 + 30*minute, d0 + hour, false}, {levelTenMinute, d0 + hour, d0 + hour + 20*minute, false},
 			{levelMinute, d0 + hour + 20*minute, d0 + hour + 25*minute, true}}},
 		{"edges of hours and ten minutes", d0 + 7*minute, d0 + 2*hour + 25*minute, 0, nil, []span{
-			{levelMinute, d0 + 7*minute, d0 + 10*minute, true}, {levelTenMinute, d0 + 10*minute, d0 + hour, false},
+			{levelMinute, d0 + 7*minute, d0 + 10*minute, true}, {levelTenMinute, d0 + 10*minute, d0 + 30*minute, false},
+			{levelHalfHour, d0 + 30*minute, d0 + hour, false},
 			{levelHour, d0 + hour, d0 + 2*hour, false}, {levelTenMinute, d0 + 2*hour, d0 + 2*hour + 20*minute, false},
 			{levelMinute, d0 + 2*hour + 20*minute, d0 + 2*hour + 25*minute, true}}},
 		{"hourly buckets use no days", d0, d0 + day, time.Hour, nil, []span{{levelHour, d0, d0 + day, false}}},
 		{"12-hour buckets use six hours, no days", d0, d0 + day, 12 * time.Hour, nil, []span{{levelSixHours, d0, d0 + day, false}}},
+		{"3-hour buckets use three hours", d0, d0 + day, 3 * time.Hour, nil, []span{{levelThreeHours, d0, d0 + day, false}}},
+		{"30-minute buckets use half hours", d0, d0 + hour, 30 * time.Minute, nil, []span{{levelHalfHour, d0, d0 + hour, false}}},
 		{"10-minute buckets use no hours", d0, d0 + hour, 10 * time.Minute, nil, []span{{levelTenMinute, d0, d0 + hour, false}}},
 		{"5-minute buckets use minutes", d0, d0 + hour, 5 * time.Minute, nil, []span{{levelMinute, d0, d0 + hour, true}}},
 	} {
@@ -682,7 +689,7 @@ func TestRollupPlanProjected(t *testing.T) {
 	for level := range numLevels {
 		p.allowed[level] = true
 	}
-	for _, d := range [][2]int64{{levelMinute, d0 + 8*minute}, {levelTenMinute, d0 + 50*minute}, {levelMinute, d0 + 52*minute}, {levelMinute, d0 + hour + 12*minute}} {
+	for _, d := range [][2]int64{{levelMinute, d0 + 8*minute}, {levelHalfHour, d0 + 30*minute}, {levelTenMinute, d0 + 50*minute}, {levelMinute, d0 + 52*minute}, {levelMinute, d0 + hour + 12*minute}} {
 		p.dirty[d] = true
 	}
 	p.cover(levelDay, d0+7*minute, d0+hour+13*minute)
@@ -706,12 +713,14 @@ func TestRollupPlanProjected(t *testing.T) {
 	}
 }
 
-// TestSixHoursOnUpgrade: a database whose rollups were compacted before
-// the six-hour level existed gets it when a gateway of this version opens
-// it: its six hours are marked (0008_six_hours.sql, ClickHouse 0004), read
-// from their hours until compacted, and then compacted — answers exact
-// all along, including a day that late records had left dirty.
-func TestSixHoursOnUpgrade(t *testing.T) {
+// TestLevelsOnUpgrade: a database whose rollups were compacted before the
+// six-hour, half-hour and three-hour levels existed gets them when a
+// gateway of this version opens it: their units are marked
+// (0008_six_hours.sql and 0009_half_hours_three_hours.sql, ClickHouse
+// 0004 and 0005), read from finer rows until compacted, and then
+// compacted — answers exact all along, including a day that late records
+// had left dirty.
+func TestLevelsOnUpgrade(t *testing.T) {
 	const days = 3
 	for _, e := range engines() {
 		t.Run(e.name, func(t *testing.T) {
@@ -727,18 +736,18 @@ func TestSixHoursOnUpgrade(t *testing.T) {
 			}
 			insert(t, old, late...)
 			recs = append(recs, late...)
-			// What a gateway of the version before left: no six-hour rows
-			// or marks, and no record of the migration.
+			// What a gateway of the version before left: no rows or marks
+			// of the new levels, and no record of their migrations.
 			stmts := []string{
-				"DELETE FROM rollups WHERE level % 10 = 4",
-				"DELETE FROM rollup_dirty WHERE level = 4",
-				"DELETE FROM schema_migrations WHERE version = 8",
+				"DELETE FROM rollups WHERE level % 10 >= 4",
+				"DELETE FROM rollup_dirty WHERE level >= 4",
+				"DELETE FROM schema_migrations WHERE version >= 8",
 			}
 			if e.name == "clickhouse" {
 				stmts = []string{
-					"ALTER TABLE rollups DELETE WHERE level % 10 = 4",
-					"ALTER TABLE rollup_marks DELETE WHERE level = 4",
-					"ALTER TABLE schema_migrations DELETE WHERE version = 4",
+					"ALTER TABLE rollups DELETE WHERE level % 10 >= 4",
+					"ALTER TABLE rollup_marks DELETE WHERE level >= 4",
+					"ALTER TABLE schema_migrations DELETE WHERE version >= 4",
 				}
 			}
 			for _, st := range stmts {
@@ -749,8 +758,8 @@ func TestSixHoursOnUpgrade(t *testing.T) {
 			if e.name == "clickhouse" {
 				waitMutations(t, old)
 			}
-			if n := countRows(t, old, "SELECT COUNT(*) FROM rollups WHERE level % 10 = 4"); n != 0 {
-				t.Fatalf("%d six-hour rows left", n)
+			if n := countRows(t, old, "SELECT COUNT(*) FROM rollups WHERE level % 10 >= 4"); n != 0 {
+				t.Fatalf("%d rows of the new levels left", n)
 			}
 			s, err := Open(ctxT(t), dsn)
 			if err != nil {
@@ -769,10 +778,13 @@ func TestSixHoursOnUpgrade(t *testing.T) {
 			}
 			check("migrated")
 			compactAll(t, s, rollupBase.Add(days*24*time.Hour+time.Hour))
-			// Every six hours of the three days, in every projection.
-			for p := range projections {
-				if n := countRows(t, s, fmt.Sprint("SELECT COUNT(DISTINCT start_ns) FROM rollups WHERE level = ", storedLevel(levelSixHours, p))); n != 4*days {
-					t.Errorf("projection %d: %d six-hour units after compaction, want %d", p, n, 4*days)
+			// Every unit of the new levels in the three days (the
+			// records fill every half hour), in every projection.
+			for _, l := range []struct{ level, perDay int }{{levelSixHours, 4}, {levelThreeHours, 8}, {levelHalfHour, 48}} {
+				for p := range projections {
+					if n := countRows(t, s, fmt.Sprint("SELECT COUNT(DISTINCT start_ns) FROM rollups WHERE level = ", storedLevel(l.level, p))); n != l.perDay*days {
+						t.Errorf("level %d projection %d: %d units after compaction, want %d", l.level, p, n, l.perDay*days)
+					}
 				}
 			}
 			check("compacted")
