@@ -40,6 +40,10 @@ var (
 	errShutdown           = errors.New("the gateway is shutting down")
 )
 
+// errNoResponse is the error of a transport that returned neither a
+// response nor an error (net/http's Client reports the same).
+var errNoResponse = errors.New("the transport returned no response and no error")
+
 // family is the error format of a channel protocol.
 func family(proto string) protocol.ErrorFamily {
 	switch proto {

@@ -96,7 +96,7 @@ const DefaultBodyReadTimeout = 60 * time.Second
 // Gateway serves the model APIs of SPEC.md §5.
 type Gateway struct {
 	opts     Options
-	client   *http.Client
+	upstream http.RoundTripper // opts.Transport
 	inflight atomic.Int64
 	log      *slog.Logger
 	fails    *authFailures
@@ -128,14 +128,32 @@ func New(opts Options) *Gateway {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	// Redirects are the upstream's answer and go to the client as they
-	// are; the gateway does not follow them with the channel's key.
 	if opts.BodyReadTimeout <= 0 {
 		opts.BodyReadTimeout = DefaultBodyReadTimeout
 	}
-	client := &http.Client{Transport: opts.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	life, abort := context.WithCancel(context.Background())
-	return &Gateway{opts: opts, client: client, log: opts.Logger, life: life, abort: abort, fails: newAuthFailures(opts.MaxAuthFailures), realClock: realClock}
+	return &Gateway{opts: opts, upstream: opts.Transport, log: opts.Logger, life: life, abort: abort, fails: newAuthFailures(opts.MaxAuthFailures), realClock: realClock}
+}
+
+// roundTrip sends an upstream request and returns its response headers. It
+// calls the transport itself, as httputil.ReverseProxy does, not an
+// http.Client: redirects are the upstream's answer and go to the client as
+// they are (the gateway does not follow them with the channel's key), and
+// there is no cookie jar or client timeout (the attempt's own deadlines
+// apply), so a client's redirect loop, deadline and error wrapping were work
+// done for nothing between t1 and the upstream write (issue 15).
+func (g *Gateway) roundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := g.upstream.RoundTrip(req)
+	if err != nil {
+		if resp != nil && resp.Body != nil {
+			resp.Body.Close() // a RoundTripper must not return both; an http.Client would not either
+		}
+		return nil, err
+	}
+	if resp == nil {
+		return nil, errNoResponse
+	}
+	return resp, nil
 }
 
 // Abort ends every request still relaying: its upstream is cancelled and

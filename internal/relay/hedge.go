@@ -327,7 +327,7 @@ func (x *exchange) runRacer(rc *racer, events chan<- raceEvent) {
 		return
 	}
 	headerTimer := a.after(a.ch.Timeouts.Headers, errHeaderTimeout)
-	resp, err := x.g.client.Do(req)
+	resp, err := x.g.roundTrip(req)
 	headerTimer.Stop()
 	if err != nil {
 		fail(x.classifyError(a, err, "connect"))

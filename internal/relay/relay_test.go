@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -635,6 +636,41 @@ func TestUpstreamSeesChannelKey(t *testing.T) {
 		if !strings.Contains(all, "upstream-key-c") {
 			t.Errorf("%s: channel key not sent upstream: %v", proto, h)
 		}
+	}
+}
+
+// TestRedirectNotFollowed: an upstream's redirect goes to the client as the
+// upstream sent it; the gateway does not follow it with the channel's key.
+func TestRedirectNotFollowed(t *testing.T) {
+	var followed atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/elsewhere" {
+			followed.Add(1)
+			return
+		}
+		w.Header().Set("Location", "/elsewhere")
+		w.WriteHeader(http.StatusTemporaryRedirect)
+		w.Write([]byte("moved"))
+	}))
+	defer up.Close()
+	gw, recs := gateway(t, channel("c", "openai", up.URL, fastTimeouts))
+	// A client that does not follow redirects either, to see what the
+	// gateway answered.
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(call{"chat", "m", true}.request(context.Background(), gw.URL, clientKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTemporaryRedirect || resp.Header.Get("Location") != "/elsewhere" || string(body) != "moved" {
+		t.Errorf("client got %d, Location %q, body %q; want the upstream's 307 as it was", resp.StatusCode, resp.Header.Get("Location"), body)
+	}
+	if n := followed.Load(); n != 0 {
+		t.Errorf("the gateway followed the redirect %d times", n)
+	}
+	if rec := recs.get(t, resp.Header.Get("X-Request-Id")); rec.HTTPStatus != http.StatusTemporaryRedirect {
+		t.Errorf("record: http_status %d, want 307", rec.HTTPStatus)
 	}
 }
 

@@ -83,6 +83,10 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 	// piece's arrival time when the timeline runs on the real clock (one
 	// reading per piece serves the mark, the write and the flush).
 	var wall time.Time
+	// outputAt is when the attempt's first output arrived. The channel's
+	// health hears of it once the piece that carried it was flushed: that
+	// bookkeeping comes after the client's bytes, not before (issue 15).
+	var outputAt time.Time
 	flush := func() {
 		if dirty && writeErr == nil {
 			dirty = false
@@ -96,6 +100,10 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 					x.tl.MarkTextSent()
 				}
 			}
+		}
+		if !outputAt.IsZero() {
+			x.outputReached(a, outputAt)
+			outputAt = time.Time{}
 		}
 		if started {
 			idle.waiting()
@@ -153,7 +161,7 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 				if a.firstOutput != nil {
 					a.firstOutput.Stop()
 				}
-				x.outputReached(a, now)
+				outputAt = now
 			}
 			x.tl.Content(now)
 		}

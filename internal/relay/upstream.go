@@ -386,7 +386,7 @@ func (x *exchange) start(ch *route.Channel) (*attempt, *HTTPError) {
 	if x.req.stream {
 		a.firstOutput = a.after(to.FirstOutput, errFirstOutputTimeout)
 	}
-	resp, err := x.g.client.Do(req)
+	resp, err := x.g.roundTrip(req)
 	if err == nil {
 		x.tl.GotHeaders(a.index)
 	}

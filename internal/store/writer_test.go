@@ -173,7 +173,7 @@ func (c *countingStore) batches() []int {
 
 // TestWriterPaces: records arriving faster than the pace gather into one
 // transaction per pace, while a record that finds the writer idle is
-// written at once.
+// written after the settle, long before a pace.
 func TestWriterPaces(t *testing.T) {
 	s, _ := openTestSQLite(t)
 	c := &countingStore{Store: s}
@@ -195,8 +195,11 @@ func TestWriterPaces(t *testing.T) {
 	if most := 2 + int(elapsed/pace); len(sizes) > most {
 		t.Errorf("%d records in %v went in %d writes %v, want at most %d", n, elapsed.Round(time.Millisecond), len(sizes), sizes, most)
 	}
-	if sizes[0] != 1 {
-		t.Errorf("the first record waited for others: first write of %d", sizes[0])
+	// The first write holds what came during the settle (5 ms at a record
+	// a millisecond: about 5; 50 leaves room for a loaded machine), not
+	// what came in a pace (about 400).
+	if sizes[0] > 50 {
+		t.Errorf("the first record waited for others longer than the settle: first write of %d of %d", sizes[0], n)
 	}
 	// After a quiet pace, a record is written at once again.
 	time.Sleep(2 * pace)
