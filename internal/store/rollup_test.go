@@ -164,6 +164,19 @@ func matchesFilter(r *record.Record, f *Filter) bool {
 // records: counts, statuses and labels equal; min and max equal; mean within
 // float rounding; each percentile within the sketch's bound of the exact
 // R-7 value, relative to the two order statistics it interpolates.
+// checkQueries checks every query of rollupQueries(days) on s against exact
+// R-7 over recs.
+func checkQueries(t *testing.T, s Store, recs []record.Record, days int, stage string) {
+	t.Helper()
+	for qi, q := range rollupQueries(days) {
+		st, err := s.Stats(ctxT(t), q)
+		if err != nil {
+			t.Fatalf("%s query %d: %v", stage, qi, err)
+		}
+		checkAgainstExact(t, fmt.Sprintf("%s query %d", stage, qi), st, exactGroups(recs, q), q)
+	}
+}
+
 func checkAgainstExact(t *testing.T, what string, st Stats, want map[string]*exactGroup, q StatsQuery) {
 	t.Helper()
 	if len(st.Groups) != len(want) {
@@ -289,15 +302,7 @@ func TestRollupAccuracy(t *testing.T) {
 					for i := 0; i < len(recs); i += 700 {
 						insert(t, s, recs[i:min(i+700, len(recs))]...)
 					}
-					check := func(stage string) {
-						for qi, q := range rollupQueries(days) {
-							st, err := s.Stats(ctxT(t), q)
-							if err != nil {
-								t.Fatalf("%s query %d: %v", stage, qi, err)
-							}
-							checkAgainstExact(t, fmt.Sprintf("%s query %d", stage, qi), st, exactGroups(recs, q), q)
-						}
-					}
+					check := func(stage string) { checkQueries(t, s, recs, days, stage) }
 					check("minutes")
 					compactAll(t, s, rollupBase.Add(days*24*time.Hour+time.Hour))
 					// Every projection of every level, each coarser one
@@ -766,16 +771,7 @@ func TestLevelsOnUpgrade(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			check := func(stage string) {
-				t.Helper()
-				for qi, q := range rollupQueries(days) {
-					st, err := s.Stats(ctxT(t), q)
-					if err != nil {
-						t.Fatalf("%s query %d: %v", stage, qi, err)
-					}
-					checkAgainstExact(t, fmt.Sprintf("%s query %d", stage, qi), st, exactGroups(recs, q), q)
-				}
-			}
+			check := func(stage string) { checkQueries(t, s, recs, days, stage) }
 			check("migrated")
 			compactAll(t, s, rollupBase.Add(days*24*time.Hour+time.Hour))
 			// Every unit of the new levels in the three days (the
