@@ -207,12 +207,12 @@ func (s *chStore) compactLevel(ctx context.Context, level int, cut int64, limit 
 	from, to := units[0], units[len(units)-1]+u
 	finer := finerLevel[level]
 	if finer > levelMinute {
-		finer, err := s.dirtyUnits(ctx, finer, from, to, 0)
+		dirtyFiner, err := s.dirtyUnits(ctx, finer, from, to, 0)
 		if err != nil {
 			return 0, fmt.Errorf("compact: %w", err)
 		}
 		blocked := map[int64]bool{}
-		for _, f := range finer {
+		for _, f := range dirtyFiner {
 			blocked[floorUnit(f, levelUnit[level])] = true
 		}
 		units = slices.DeleteFunc(units, func(start int64) bool { return blocked[start] })

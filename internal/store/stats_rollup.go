@@ -21,9 +21,10 @@ type unitSpan struct {
 
 // rollupPlan chooses, for the window [from, to), which rollup rows to read:
 // whole days where a day row is up to date and the buckets allow it, else
-// whole six hours likewise, else hours, else ten minutes, else minutes. dirty holds the
-// units whose finer rows changed since they were compacted (or that never
-// were); their finer rows are read instead, down to a minute's raw rows.
+// the next finer level's units likewise (six, three and one hours, thirty
+// and ten minutes, minutes; see finerLevel). dirty holds the units whose
+// finer rows changed since they were compacted (or that never were); their
+// finer rows are read instead, down to a minute's raw rows.
 // allowed[level] is false where a bucket does not divide into that level's
 // units. projected is whether the summary reads a projection other than 0,
 // which minutes have compacted rows of; else minutes are read raw.
