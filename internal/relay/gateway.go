@@ -164,8 +164,17 @@ func (g *Gateway) Abort() { g.abort() }
 // NewTransport returns the upstream transport: no transparent compression
 // (the relay forwards bytes as they are, and gzip on an event stream
 // would hold events back), many idle connections per host, a dial
-// timeout shorter than any header timeout, and bounded response headers
-// (MaxUpstreamHeaderBytes).
+// timeout shorter than any header timeout, bounded response headers
+// (MaxUpstreamHeaderBytes), and a small write buffer.
+//
+// An HTTP/1 connection keeps its write buffer for its whole life, while
+// it only ever holds a request's line and headers: the body goes past it,
+// straight to the connection, once the buffer has been flushed. 1 KiB
+// holds the headers of a typical request (an SDK's, with a key and a
+// traceparent, is about 700 bytes); larger ones go out in two writes.
+// Against the default 4 KiB it saves 3 KB per open stream: 67.4 → 64.5 KB
+// of anonymous memory per held stream in a ttfx process holding 2,000
+// streams (issue 15).
 func NewTransport() *http.Transport {
 	return &http.Transport{
 		Proxy:                  http.ProxyFromEnvironment,
@@ -178,6 +187,7 @@ func NewTransport() *http.Transport {
 		TLSHandshakeTimeout:    10 * time.Second,
 		ExpectContinueTimeout:  time.Second,
 		MaxResponseHeaderBytes: MaxUpstreamHeaderBytes,
+		WriteBufferSize:        1 << 10,
 	}
 }
 

@@ -639,6 +639,57 @@ func TestUpstreamSeesChannelKey(t *testing.T) {
 	}
 }
 
+// TestLargeRequestReachesUpstream: a request whose forwarded headers are
+// larger than the transport's write buffer, with a body of a megabyte,
+// reaches the upstream whole: the headers as the client sent them, the
+// body byte for byte.
+func TestLargeRequestReachesUpstream(t *testing.T) {
+	type seen struct {
+		beta string
+		body []byte
+	}
+	got := make(chan seen, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Errorf("upstream read: %v", err)
+		}
+		got <- seen{r.Header.Get("Anthropic-Beta"), b}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"id":"x","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}`))
+	}))
+	defer up.Close()
+	gw, _ := gateway(t, channel("c", "anthropic", up.URL, fastTimeouts))
+
+	beta := strings.Repeat("feature-2026-12-03,", 300) // 5.7 KB of one header
+	prompt := make([]byte, 1<<20)
+	for i := range prompt {
+		prompt[i] = 'a' + byte(i%26)
+	}
+	body := []byte(`{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"` + string(prompt) + `"}]}`)
+	req, _ := http.NewRequest("POST", gw.URL+"/v1/messages", bytes.NewReader(body))
+	req.Header.Set("X-Api-Key", clientKey)
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	req.Header.Set("Anthropic-Beta", beta)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	s := <-got
+	if s.beta != beta {
+		t.Errorf("upstream got an Anthropic-Beta of %d bytes, want the client's %d", len(s.beta), len(beta))
+	}
+	if !bytes.Equal(s.body, body) {
+		t.Errorf("upstream got a body of %d bytes, want the client's %d byte for byte", len(s.body), len(body))
+	}
+}
+
 // TestRedirectNotFollowed: an upstream's redirect goes to the client as the
 // upstream sent it; the gateway does not follow it with the channel's key.
 func TestRedirectNotFollowed(t *testing.T) {
