@@ -2,9 +2,12 @@ package relay
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/ttfx/ttfx/internal/jsonscan"
@@ -59,10 +62,64 @@ type clientRequest struct {
 	stream      bool
 	clientUsage bool   // the client asked for stream_options.include_usage itself
 	user        string // a client-sent user id, to be hashed; never stored
-	body        []byte // the client's body, sent upstream as it is
-	usageBody   []byte // the body with stream_options.include_usage added; nil when not applicable
 	upstreamURI string // path and query to request upstream
+
+	// The prompt, until the response is committed (see release). mu
+	// guards it: hedged attempts build their requests on their own
+	// goroutines.
+	mu        sync.Mutex
+	body      []byte // the client's body, sent upstream as it is
+	usageBody []byte // the body with stream_options.include_usage added; nil when not applicable
+	released  bool
 }
+
+// payload returns the body to send to a channel: with the usage option
+// added unless the channel does not take it (noUsage), and whether it was.
+// ok is false once the prompt was released.
+func (cr *clientRequest) payload(noUsage bool) (b []byte, injected, ok bool) {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	if cr.released {
+		return nil, false, false
+	}
+	if cr.usageBody != nil && !noUsage {
+		return cr.usageBody, true, true
+	}
+	return cr.body, false, true
+}
+
+// release lets go of the prompt once a response is committed: no attempt
+// can follow, and a stream that lasts minutes need not hold a prompt of
+// hundreds of kilobytes (twice, with the usage option) for its whole life
+// (issue 15).
+func (cr *clientRequest) release() {
+	cr.mu.Lock()
+	cr.body, cr.usageBody, cr.released = nil, nil, true
+	cr.mu.Unlock()
+}
+
+// errPromptReleased is what an upstream request's GetBody answers once the
+// prompt was released: by then no attempt can be retried.
+var errPromptReleased = errors.New("the request body was released after the response was committed")
+
+// promptReader is an upstream request's body. It lets go of the prompt when
+// it has been read to its end, so that the request a response still points
+// to does not keep the prompt alive while the stream lasts.
+type promptReader struct{ b []byte }
+
+func (r *promptReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		r.b = nil
+		return 0, io.EOF
+	}
+	n := copy(p, r.b)
+	if r.b = r.b[n:]; len(r.b) == 0 {
+		r.b = nil
+	}
+	return n, nil
+}
+
+func (r *promptReader) Close() error { return nil }
 
 // parseRequest reads the fields the gateway needs from a client request
 // body and prepares the upstream body. It returns an *HTTPError for bad input.

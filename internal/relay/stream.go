@@ -51,6 +51,7 @@ func (x *exchange) commit(a *attempt, stream bool) {
 	x.rec.HTTPStatus = a.resp.StatusCode
 	x.w.WriteHeader(a.resp.StatusCode)
 	x.committed = true
+	x.req.release()
 }
 
 // relayStream forwards an event stream piece by piece: each complete event

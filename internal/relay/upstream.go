@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -524,24 +523,35 @@ func (x *exchange) upstreamRequest(ctx context.Context, a *attempt) (*http.Reque
 	case query != "":
 		u.RawQuery += "&" + query
 	}
-	payload := x.req.body
-	if x.req.usageBody != nil && !ch.NoStreamUsage {
-		payload, a.injected = x.req.usageBody, true
-	}
-	var body io.Reader
-	if x.ep.hasBody {
-		body = bytes.NewReader(payload)
-	}
 	// The URL is built, not printed and parsed again: NewRequest gets an
 	// empty one and u replaces it (issue 15: the round trip through a
 	// string was work done twice on every request).
-	req, err := http.NewRequestWithContext(ctx, x.r.Method, "", body)
+	req, err := http.NewRequestWithContext(ctx, x.r.Method, "", nil)
 	if err != nil {
 		return nil, err
 	}
 	req.URL, req.Host = u, u.Host
 	if x.ep.hasBody {
+		payload, injected, ok := x.req.payload(ch.NoStreamUsage)
+		if !ok {
+			return nil, errPromptReleased
+		}
+		a.injected = injected
 		req.ContentLength = int64(len(payload))
+		req.Body = http.NoBody
+		if len(payload) > 0 {
+			// Not a bytes.Reader: NewRequest's GetBody would keep the
+			// prompt for as long as the response refers to the request.
+			req.Body = &promptReader{b: payload}
+			noUsage := ch.NoStreamUsage
+			req.GetBody = func() (io.ReadCloser, error) {
+				b, _, ok := x.req.payload(noUsage)
+				if !ok {
+					return nil, errPromptReleased
+				}
+				return &promptReader{b: b}, nil
+			}
+		}
 	}
 	for _, k := range forwardHeaders {
 		if v := x.r.Header[k]; len(v) > 0 {
