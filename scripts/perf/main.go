@@ -46,6 +46,7 @@ func mock(args []string) {
 	n := fs.Int("events", 64, "content events per stream")
 	gap := fs.Duration("gap", 20*time.Millisecond, "pace between events")
 	firstAfter := fs.Duration("first-after", 0, "delay between the headers and the first event (0: sent together)")
+	holdGap := fs.Duration("hold-gap", time.Second, "pace between events of a request with ?hold (streams held open)")
 	fs.Parse(args)
 	role := []byte(`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n")
 	delta := []byte(`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"tok tok tok tok "},"finish_reason":null}]}` + "\n\n")
@@ -56,6 +57,10 @@ func mock(args []string) {
 			return
 		}
 		io.Copy(io.Discard, r.Body)
+		pace := *gap
+		if r.URL.Query().Has("hold") {
+			pace = *holdGap
+		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		rc := http.NewResponseController(w)
 		w.WriteHeader(200)
@@ -69,7 +74,7 @@ func mock(args []string) {
 		rc.Flush()
 		start := time.Now()
 		for i := 1; i <= *n; i++ {
-			time.Sleep(time.Until(start.Add(time.Duration(i) * *gap)))
+			time.Sleep(time.Until(start.Add(time.Duration(i) * pace)))
 			if _, err := w.Write(delta); err != nil {
 				return
 			}

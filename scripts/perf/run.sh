@@ -5,6 +5,10 @@
 # Usage: run.sh [PROJECT_CHECKOUT] [ROUNDS] [HIGH_CONCURRENCY] [BASELINE_CHECKOUT]
 # With BASELINE_CHECKOUT (another checkout, e.g. a worktree of main) a fifth arm G0 runs that
 # build in the same rounds, so that before and after are measured side by side under one load.
+# HOLD=N first has each proxy, fresh after a few streams, hold N streams open (the mock paces
+# their events 1 s apart) and reports the growth of its anonymous memory per held stream. The
+# proxies keep that memory, so the RSS of rounds after it says little: run it with ROUNDS 0,
+#   HOLD=2000 scripts/perf/run.sh . 0
 # FIRST_AFTER=50ms makes the mock send its headers that long before its first event (time to
 # headers then tells a proxy that forwards headers from one that holds them).
 # Copied from the issue 15 harness (../shared/perf); run it from anywhere:
@@ -72,6 +76,30 @@ rss_kib() {
   echo $t
 }
 hz=$(getconf CLK_TCK)
+anon_kib() {
+  local t=0 p
+  for p in $1 $(pgrep -P "$1" 2>/dev/null); do
+    [ -r /proc/$p/status ] && t=$((t + $(awk '/RssAnon/{print $2}' /proc/$p/status)))
+  done
+  echo $t
+}
+if [ -n "${HOLD:-}" ]; then
+  for a in $arms; do
+    name=${a%%=*}; url=${a#*=}/v1/chat/completions
+    pidvar=pid_$name; pid=${!pidvar:-}
+    [ -n "$pid" ] || continue
+    "$work/perfkit" load --url "$url" --key perf-key-000000000001 -c 10 -n 10 --json >/dev/null
+    sleep 1
+    a0=$(anon_kib "$pid")
+    "$work/perfkit" load --url "$url?hold=1" --key perf-key-000000000001 -c "$HOLD" -n "$HOLD" --json >/dev/null &
+    lp=$!
+    sleep $((5 + HOLD / 200))
+    a1=$(anon_kib "$pid")
+    kill $lp 2>/dev/null; wait $lp 2>/dev/null
+    echo "hold $name: $HOLD streams open: +$(( (a1 - a0) * 1024 / HOLD )) bytes of anonymous memory per stream (+$(( (a1 - a0) / 1024 )) MiB)"
+    sleep 3
+  done
+fi
 for r in $(seq 1 "$rounds"); do
   for a in $arms; do
     name=${a%%=*}; url=${a#*=}/v1/chat/completions
@@ -88,6 +116,7 @@ for r in $(seq 1 "$rounds"); do
     done
   done
 done
+[ "$rounds" -gt 0 ] || exit 0
 python3 - "$work" "$high" <<'PY'
 import json, sys, statistics as st
 work, high = sys.argv[1], sys.argv[2]
