@@ -61,14 +61,15 @@ func FuzzParseRequest(f *testing.F) {
 				t.Fatalf("model %q, encoding/json reads %q: %q", cr.model, model, body)
 			}
 		}
-		if cr.usageBody == nil {
+		usageBody := cr.usageBody()
+		if usageBody == nil {
 			return
 		}
 		// The rewrite adds stream_options.include_usage = true and changes
 		// nothing else.
 		var before, after map[string]any
-		if err := json.Unmarshal(cr.usageBody, &after); err != nil {
-			t.Fatalf("rewritten body is not JSON (%v): %q", err, cr.usageBody)
+		if err := json.Unmarshal(usageBody, &after); err != nil {
+			t.Fatalf("rewritten body is not JSON (%v): %q", err, usageBody)
 		}
 		json.Unmarshal(body, &before)
 		opts, _ := before["stream_options"].(map[string]any)
@@ -78,7 +79,7 @@ func FuzzParseRequest(f *testing.F) {
 		opts["include_usage"] = true
 		before["stream_options"] = opts
 		if !reflect.DeepEqual(before, after) {
-			t.Fatalf("rewrite of %q gave %q", body, cr.usageBody)
+			t.Fatalf("rewrite of %q gave %q", body, usageBody)
 		}
 	})
 }

@@ -319,7 +319,7 @@ func (x *exchange) prepare() *HTTPError {
 		rc := http.NewResponseController(x.w)
 		deadline := rc.SetReadDeadline(time.Now().Add(g.opts.BodyReadTimeout)) == nil
 		var err error
-		body, err = io.ReadAll(http.MaxBytesReader(x.w, x.r.Body, g.opts.MaxBodyBytes))
+		body, err = readBody(http.MaxBytesReader(x.w, x.r.Body, g.opts.MaxBodyBytes), x.r.ContentLength)
 		x.tl.PhaseSince(timeline.PhaseBodyRead, start)
 		if err != nil {
 			var mbe *http.MaxBytesError
@@ -355,6 +355,34 @@ func (x *exchange) prepare() *HTTPError {
 		x.rec.UserHash = g.hashUser(req.user)
 	}
 	return nil
+}
+
+// maxPrealloc bounds the buffer a declared Content-Length sizes before its
+// bytes arrive (the client is authenticated by then).
+const maxPrealloc = 4 << 20
+
+// readBody reads a request body. A declared length sizes the buffer at once
+// (up to maxPrealloc), where io.ReadAll grows it step by step: for a prompt
+// of 64 KiB that was 160 KiB allocated and copied, against 64.
+func readBody(r io.Reader, declared int64) ([]byte, error) {
+	if declared <= 0 || declared > maxPrealloc {
+		return io.ReadAll(r)
+	}
+	// One byte more than declared: the read that finds the end needs room.
+	b := make([]byte, 0, declared+1)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // more than declared: grow as ReadAll would
+		}
+	}
 }
 
 // hashUser returns the keyed hash of a client-sent user id (SPEC.md §7).

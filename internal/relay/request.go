@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,34 +68,58 @@ type clientRequest struct {
 	// The prompt, until the response is committed (see release). mu
 	// guards it: hedged attempts build their requests on their own
 	// goroutines.
-	mu        sync.Mutex
-	body      []byte // the client's body, sent upstream as it is
-	usageBody []byte // the body with stream_options.include_usage added; nil when not applicable
-	released  bool
+	mu       sync.Mutex
+	body     []byte  // the client's body, sent upstream as it is
+	usage    *splice // how to add stream_options.include_usage to body; nil when not applicable
+	released bool
 }
+
+// splice is an edit of a body made as it is sent: body[at:cut] is replaced
+// by insert. The body with the usage option is never built: the prompt is
+// held once, not twice (issue 15).
+type splice struct {
+	at, cut int
+	insert  string
+}
+
+// prompt is a body to send upstream, in up to three pieces.
+type prompt [3][]byte
+
+func (p prompt) size() int { return len(p[0]) + len(p[1]) + len(p[2]) }
+
+// bytes returns the body in one piece.
+func (p prompt) bytes() []byte { return slices.Concat(p[0], p[1], p[2]) }
 
 // payload returns the body to send to a channel: with the usage option
 // added unless the channel does not take it (noUsage), and whether it was.
 // ok is false once the prompt was released.
-func (cr *clientRequest) payload(noUsage bool) (b []byte, injected, ok bool) {
+func (cr *clientRequest) payload(noUsage bool) (p prompt, injected, ok bool) {
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
 	if cr.released {
-		return nil, false, false
+		return p, false, false
 	}
-	if cr.usageBody != nil && !noUsage {
-		return cr.usageBody, true, true
+	if u := cr.usage; u != nil && !noUsage {
+		return prompt{cr.body[:u.at:u.at], []byte(u.insert), cr.body[u.cut:]}, true, true
 	}
-	return cr.body, false, true
+	return prompt{cr.body}, false, true
+}
+
+// usageBody returns the body with the usage option, or nil.
+func (cr *clientRequest) usageBody() []byte {
+	if cr.usage == nil {
+		return nil
+	}
+	p, _, _ := cr.payload(false)
+	return p.bytes()
 }
 
 // release lets go of the prompt once a response is committed: no attempt
 // can follow, and a stream that lasts minutes need not hold a prompt of
-// hundreds of kilobytes (twice, with the usage option) for its whole life
-// (issue 15).
+// hundreds of kilobytes for its whole life (issue 15).
 func (cr *clientRequest) release() {
 	cr.mu.Lock()
-	cr.body, cr.usageBody, cr.released = nil, nil, true
+	cr.body, cr.usage, cr.released = nil, nil, true
 	cr.mu.Unlock()
 }
 
@@ -102,19 +127,25 @@ func (cr *clientRequest) release() {
 // prompt was released: by then no attempt can be retried.
 var errPromptReleased = errors.New("the request body was released after the response was committed")
 
-// promptReader is an upstream request's body. It lets go of the prompt when
-// it has been read to its end, so that the request a response still points
-// to does not keep the prompt alive while the stream lasts.
-type promptReader struct{ b []byte }
+// promptReader is an upstream request's body. It lets go of each piece of
+// the prompt as it is read, so that the request a response still points to
+// does not keep the prompt alive while the stream lasts.
+type promptReader struct{ p prompt }
 
-func (r *promptReader) Read(p []byte) (int, error) {
-	if len(r.b) == 0 {
-		r.b = nil
-		return 0, io.EOF
+func (r *promptReader) Read(b []byte) (int, error) {
+	n := 0
+	for i := range r.p {
+		if n == len(b) {
+			break
+		}
+		c := copy(b[n:], r.p[i])
+		n += c
+		if r.p[i] = r.p[i][c:]; len(r.p[i]) == 0 {
+			r.p[i] = nil
+		}
 	}
-	n := copy(p, r.b)
-	if r.b = r.b[n:]; len(r.b) == 0 {
-		r.b = nil
+	if n == 0 && len(b) > 0 {
+		return 0, io.EOF
 	}
 	return n, nil
 }
@@ -187,7 +218,7 @@ func parseRequest(ep endpoint, r *http.Request, body []byte) (*clientRequest, *H
 	// SPEC §3: ask OpenAI-compatible upstreams for the usage chunk, and
 	// strip it again when the client did not ask for it.
 	if cr.stream && !cr.clientUsage && (ep.api == apiChat || ep.api == apiCompletions) {
-		cr.usageBody = f.withIncludeUsage(body)
+		cr.usage = f.withIncludeUsage()
 	}
 	return cr, nil
 }
@@ -359,38 +390,31 @@ func syntaxError(d *jsonscan.Decoder) *HTTPError {
 
 const includeUsage = `"include_usage":true`
 
-// withIncludeUsage returns body with stream_options.include_usage set to
-// true, spliced into the client's bytes (nothing else is re-encoded), or
-// nil when the body names stream_options twice and the splice would be
-// ambiguous (the upstream then gets the body as it is; the tokens are
-// estimated).
-func (f *bodyFields) withIncludeUsage(body []byte) []byte {
+// withIncludeUsage returns the splice that sets
+// stream_options.include_usage to true in the client's bytes (nothing else
+// is re-encoded), or nil when the body names stream_options twice and the
+// splice would be ambiguous (the upstream then gets the body as it is; the
+// tokens are estimated).
+func (f *bodyFields) withIncludeUsage() *splice {
 	if f.optsSeen > 1 {
 		return nil
 	}
-	out := make([]byte, 0, len(body)+len(`,"stream_options":{`)+len(includeUsage)+1)
 	switch {
 	case f.usageStart >= 0: // "include_usage": false or null
-		out = append(append(append(out, body[:f.usageStart]...), "true"...), body[f.usageEnd:]...)
+		return &splice{at: f.usageStart, cut: f.usageEnd, insert: "true"}
 	case f.optsObject: // an object without include_usage
 		at := f.optsStart + 1
-		out = append(append(out, body[:at]...), includeUsage...)
 		if f.optsMembers > 0 {
-			out = append(out, ',')
+			return &splice{at: at, cut: at, insert: includeUsage + ","}
 		}
-		out = append(out, body[at:]...)
+		return &splice{at: at, cut: at, insert: includeUsage}
 	case f.optsStart >= 0: // "stream_options": null
-		out = append(append(append(append(out, body[:f.optsStart]...), '{'), includeUsage...), '}')
-		out = append(out, body[f.optsEnd:]...)
-	default:
-		out = append(out, body[:f.closing]...)
-		if f.members > 0 {
-			out = append(out, ',')
-		}
-		out = append(append(append(out, `"stream_options":{`...), includeUsage...), '}')
-		out = append(out, body[f.closing:]...)
+		return &splice{at: f.optsStart, cut: f.optsEnd, insert: "{" + includeUsage + "}"}
 	}
-	return out
+	if f.members > 0 {
+		return &splice{at: f.closing, cut: f.closing, insert: `,"stream_options":{` + includeUsage + "}"}
+	}
+	return &splice{at: f.closing, cut: f.closing, insert: `"stream_options":{` + includeUsage + "}"}
 }
 
 func badRequest(msg string) *HTTPError {

@@ -26,7 +26,7 @@ func BenchmarkParseRequest(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				cr, herr := parseRequest(ep, r, body)
-				if herr != nil || cr.model != "gpt-4.1" || !cr.stream || cr.usageBody == nil {
+				if herr != nil || cr.model != "gpt-4.1" || !cr.stream || cr.usage == nil {
 					b.Fatalf("%v %+v", herr, cr)
 				}
 			}

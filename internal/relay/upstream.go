@@ -537,19 +537,19 @@ func (x *exchange) upstreamRequest(ctx context.Context, a *attempt) (*http.Reque
 			return nil, errPromptReleased
 		}
 		a.injected = injected
-		req.ContentLength = int64(len(payload))
+		req.ContentLength = int64(payload.size())
 		req.Body = http.NoBody
-		if len(payload) > 0 {
+		if payload.size() > 0 {
 			// Not a bytes.Reader: NewRequest's GetBody would keep the
 			// prompt for as long as the response refers to the request.
-			req.Body = &promptReader{b: payload}
+			req.Body = &promptReader{p: payload}
 			noUsage := ch.NoStreamUsage
 			req.GetBody = func() (io.ReadCloser, error) {
 				b, _, ok := x.req.payload(noUsage)
 				if !ok {
 					return nil, errPromptReleased
 				}
-				return &promptReader{b: b}, nil
+				return &promptReader{p: b}, nil
 			}
 		}
 	}

@@ -121,11 +121,12 @@ func load(args []string) {
 	total := fs.Int("n", 20, "streams in all")
 	label := fs.String("label", "", "")
 	jsonOut := fs.Bool("json", false, "")
+	promptBytes := fs.Int("prompt-bytes", 2, "length of the user message (a long conversation or an agent's context: tens to hundreds of KB)")
 	fs.Parse(args)
 	tr := &http.Transport{MaxIdleConnsPerHost: *conc + 8, DisableCompression: true,
 		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
 	client := &http.Client{Transport: tr}
-	body := []byte(`{"model":"perf","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	body := []byte(`{"model":"perf","stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("hi", max(1, *promptBytes/2)) + `"}]}`)
 	var mu sync.Mutex
 	var results []result
 	jobs := make(chan int)

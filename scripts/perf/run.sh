@@ -9,6 +9,7 @@
 # their events 1 s apart) and reports the growth of its anonymous memory per held stream. The
 # proxies keep that memory, so the RSS of rounds after it says little: run it with ROUNDS 0,
 #   HOLD=2000 scripts/perf/run.sh . 0
+# HOLD_PROMPT=BYTES gives the held streams' requests a user message that long (default 2).
 # FIRST_AFTER=50ms makes the mock send its headers that long before its first event (time to
 # headers then tells a proxy that forwards headers from one that holds them).
 # Copied from the issue 15 harness (../shared/perf); run it from anywhere:
@@ -91,7 +92,7 @@ if [ -n "${HOLD:-}" ]; then
     "$work/perfkit" load --url "$url" --key perf-key-000000000001 -c 10 -n 10 --json >/dev/null
     sleep 1
     a0=$(anon_kib "$pid")
-    "$work/perfkit" load --url "$url?hold=1" --key perf-key-000000000001 -c "$HOLD" -n "$HOLD" --json >/dev/null &
+    "$work/perfkit" load --url "$url?hold=1" --key perf-key-000000000001 -c "$HOLD" -n "$HOLD" --prompt-bytes "${HOLD_PROMPT:-2}" --json >/dev/null &
     lp=$!
     sleep $((5 + HOLD / 200))
     a1=$(anon_kib "$pid")

@@ -1,0 +1,77 @@
+package relay
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"testing"
+	"testing/iotest"
+)
+
+// TestPromptReader: the pieces of a spliced body read as one, whatever the
+// reader's buffer, and the reader lets go of each piece once read.
+func TestPromptReader(t *testing.T) {
+	body := []byte(`{"model":"m","stream":true,"messages":[]}`)
+	at := bytes.LastIndexByte(body, '}')
+	want := string(body[:at]) + `,"stream_options":{"include_usage":true}` + string(body[at:])
+	cr := &clientRequest{body: body, usage: &splice{at: at, cut: at, insert: `,"stream_options":{` + includeUsage + "}"}}
+	p, injected, ok := cr.payload(false)
+	if !injected || !ok || p.size() != len(want) || string(p.bytes()) != want {
+		t.Fatalf("payload %q (injected %v, ok %v), want %q", p.bytes(), injected, ok, want)
+	}
+	for size := 1; size <= 8; size++ {
+		r := &promptReader{p: p}
+		var got strings.Builder
+		buf := make([]byte, size)
+		for {
+			n, err := r.Read(buf)
+			got.Write(buf[:n])
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got.String() != want {
+			t.Errorf("read %d bytes at a time: %q, want %q", size, got.String(), want)
+		}
+		if r.p[0] != nil || r.p[1] != nil || r.p[2] != nil {
+			t.Errorf("read %d bytes at a time: the reader still holds %q", size, r.p)
+		}
+	}
+	if err := iotest.TestReader(&promptReader{p: p}, []byte(want)); err != nil {
+		t.Error(err)
+	}
+	if p, injected, _ := cr.payload(true); injected || string(p.bytes()) != string(body) {
+		t.Errorf("a channel without the usage option gets %q, want the body as sent", p.bytes())
+	}
+	cr.release()
+	if _, _, ok := cr.payload(false); ok {
+		t.Error("payload after release: want none")
+	}
+}
+
+// TestReadBody: a declared length sizes the buffer, and a body that is not
+// the length declared still reads whole.
+func TestReadBody(t *testing.T) {
+	body := strings.Repeat("0123456789", 1000)
+	for _, tt := range []struct {
+		name     string
+		declared int64
+	}{{"exact", int64(len(body))}, {"unknown", -1}, {"declared short", 100}, {"declared long", int64(len(body)) * 3}, {"too large to size", maxPrealloc + 1}} {
+		for _, r := range []io.Reader{strings.NewReader(body), iotest.HalfReader(strings.NewReader(body)), iotest.DataErrReader(strings.NewReader(body))} {
+			got, err := readBody(r, tt.declared)
+			if err != nil || string(got) != body {
+				t.Errorf("%s: read %d bytes (%v), want %d", tt.name, len(got), err, len(body))
+			}
+		}
+	}
+	if got, _ := readBody(strings.NewReader(body), int64(len(body))); cap(got) != len(body)+1 {
+		t.Errorf("declared length: buffer of %d bytes for a body of %d, want one allocation of %d", cap(got), len(body), len(body)+1)
+	}
+	errBroken := io.ErrUnexpectedEOF
+	if _, err := readBody(iotest.ErrReader(errBroken), 10); err != errBroken {
+		t.Errorf("a failing body: %v, want %v", err, errBroken)
+	}
+}
