@@ -9,7 +9,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base32"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -436,13 +436,12 @@ func requestID(h http.Header) string {
 	return id
 }
 
-var idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
-
-// NewRequestID returns "req_" and 20 random base32 characters (100 bits).
+// NewRequestID returns a new request id: "req_", the time and 55 random
+// bits (see record.NewID).
 func NewRequestID() string {
-	var b [13]byte
+	var b [8]byte
 	rand.Read(b[:])
-	return "req_" + idEncoding.EncodeToString(b[:])[:20]
+	return record.NewID(time.Now(), binary.LittleEndian.Uint64(b[:]))
 }
 
 // copyHeaders copies upstream response headers the client should see.

@@ -8,7 +8,6 @@
 package seed
 
 import (
-	"encoding/base32"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -158,15 +157,13 @@ var (
 	}
 )
 
-var idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
-
 // Next returns the next record. Call it only while !Done().
 func (g *Generator) Next() record.Record {
 	i := g.i
 	g.i++
 	at := g.opts.From.Add(time.Duration((float64(i) + g.rng.Float64()) * g.slot))
 	r := record.Record{
-		RequestID: g.id(),
+		RequestID: record.NewID(at, g.rng.Uint64()),
 		Timestamp: at.UTC(),
 		Stream:    g.rng.Float64() < 0.85,
 		Status:    record.StatusOK,
@@ -499,14 +496,6 @@ func (g *Generator) pick(n int, w func(int) float64) int {
 		}
 	}
 	return n - 1
-}
-
-func (g *Generator) id() string {
-	var b [13]byte
-	for i := range b {
-		b[i] = byte(g.rng.Uint32())
-	}
-	return "req_" + idEncoding.EncodeToString(b[:])[:20]
 }
 
 func (g *Generator) hex(n int) string {
