@@ -52,26 +52,39 @@ func TestPromptReader(t *testing.T) {
 	}
 }
 
-// TestReadBody: a declared length sizes the buffer, and a body that is not
-// the length declared still reads whole.
+// TestReadBody: a declared length sizes the buffer, but only once the
+// client has sent firstRead bytes of it; a body that is not the length
+// declared still reads whole.
 func TestReadBody(t *testing.T) {
-	body := strings.Repeat("0123456789", 1000)
-	for _, tt := range []struct {
-		name     string
-		declared int64
-	}{{"exact", int64(len(body))}, {"unknown", -1}, {"declared short", 100}, {"declared long", int64(len(body)) * 3}, {"too large to size", maxPrealloc + 1}} {
-		for _, r := range []io.Reader{strings.NewReader(body), iotest.HalfReader(strings.NewReader(body)), iotest.DataErrReader(strings.NewReader(body))} {
-			got, err := readBody(r, tt.declared)
-			if err != nil || string(got) != body {
-				t.Errorf("%s: read %d bytes (%v), want %d", tt.name, len(got), err, len(body))
+	const limit = 32 << 20
+	for _, size := range []int{10_000, 3 * firstRead} {
+		body := strings.Repeat("0123456789", size/10)
+		for _, tt := range []struct {
+			name     string
+			declared int64
+		}{{"exact", int64(len(body))}, {"unknown", -1}, {"declared short", 100}, {"declared long", int64(len(body)) * 3}, {"too large to size", maxPrealloc + 1}} {
+			for _, r := range []io.Reader{strings.NewReader(body), iotest.HalfReader(strings.NewReader(body)), iotest.DataErrReader(strings.NewReader(body))} {
+				got, err := readBody(r, tt.declared, limit)
+				if err != nil || string(got) != body {
+					t.Errorf("%d bytes, %s: read %d bytes (%v)", len(body), tt.name, len(got), err)
+				}
 			}
 		}
+		if got, _ := readBody(strings.NewReader(body), int64(len(body)), limit); cap(got) != len(body)+1 {
+			t.Errorf("declared length: a buffer of %d bytes for a body of %d, want %d", cap(got), len(body), len(body)+1)
+		}
 	}
-	if got, _ := readBody(strings.NewReader(body), int64(len(body))); cap(got) != len(body)+1 {
-		t.Errorf("declared length: buffer of %d bytes for a body of %d, want one allocation of %d", cap(got), len(body), len(body)+1)
+	// A client that declares megabytes and sends ten bytes gets a buffer
+	// of firstRead, not of what it declared.
+	if got, _ := readBody(strings.NewReader("0123456789"), maxPrealloc, limit); cap(got) > firstRead {
+		t.Errorf("declared %d, sent 10: a buffer of %d bytes, want at most %d", maxPrealloc, cap(got), firstRead)
+	}
+	// Nor does a length over the limit size anything.
+	if got, _ := readBody(strings.NewReader("0123456789"), 2<<20, 1<<20); cap(got) > 1<<10 {
+		t.Errorf("declared over the limit: a buffer of %d bytes", cap(got))
 	}
 	errBroken := io.ErrUnexpectedEOF
-	if _, err := readBody(iotest.ErrReader(errBroken), 10); err != errBroken {
+	if _, err := readBody(iotest.ErrReader(errBroken), 10, limit); err != errBroken {
 		t.Errorf("a failing body: %v, want %v", err, errBroken)
 	}
 }

@@ -107,10 +107,10 @@ func (cr *clientRequest) payload(noUsage bool) (p prompt, injected, ok bool) {
 
 // usageBody returns the body with the usage option, or nil.
 func (cr *clientRequest) usageBody() []byte {
-	if cr.usage == nil {
+	p, injected, _ := cr.payload(false)
+	if !injected {
 		return nil
 	}
-	p, _, _ := cr.payload(false)
 	return p.bytes()
 }
 
@@ -128,11 +128,18 @@ func (cr *clientRequest) release() {
 var errPromptReleased = errors.New("the request body was released after the response was committed")
 
 // promptReader is an upstream request's body. It lets go of each piece of
-// the prompt as it is read, so that the request a response still points to
-// does not keep the prompt alive while the stream lasts.
-type promptReader struct{ p prompt }
+// the prompt as it is read, and of what is left when it is closed (the
+// transport may give up on a body an upstream answered early), so that the
+// request a response still points to does not keep the prompt alive while
+// the stream lasts. The transport may close it while its writer reads.
+type promptReader struct {
+	mu sync.Mutex
+	p  prompt
+}
 
 func (r *promptReader) Read(b []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	n := 0
 	for i := range r.p {
 		if n == len(b) {
@@ -150,7 +157,12 @@ func (r *promptReader) Read(b []byte) (int, error) {
 	return n, nil
 }
 
-func (r *promptReader) Close() error { return nil }
+func (r *promptReader) Close() error {
+	r.mu.Lock()
+	r.p = prompt{}
+	r.mu.Unlock()
+	return nil
+}
 
 // parseRequest reads the fields the gateway needs from a client request
 // body and prepares the upstream body. It returns an *HTTPError for bad input.
