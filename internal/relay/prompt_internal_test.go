@@ -3,6 +3,7 @@ package relay
 import (
 	"bytes"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -88,3 +89,16 @@ func TestReadBody(t *testing.T) {
 		t.Errorf("a failing body: %v, want %v", err, errBroken)
 	}
 }
+
+// usageBody returns the body with the usage option in one piece, or nil
+// (for the tests that read it whole).
+func (cr *clientRequest) usageBody() []byte {
+	p, injected, _ := cr.payload(false)
+	if !injected {
+		return nil
+	}
+	return p.bytes()
+}
+
+// bytes returns the body in one piece.
+func (p prompt) bytes() []byte { return slices.Concat(p[0], p[1], p[2]) }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,9 +86,6 @@ type prompt [3][]byte
 
 func (p prompt) size() int { return len(p[0]) + len(p[1]) + len(p[2]) }
 
-// bytes returns the body in one piece.
-func (p prompt) bytes() []byte { return slices.Concat(p[0], p[1], p[2]) }
-
 // payload returns the body to send to a channel: with the usage option
 // added unless the channel does not take it (noUsage), and whether it was.
 // ok is false once the prompt was released.
@@ -103,15 +99,6 @@ func (cr *clientRequest) payload(noUsage bool) (p prompt, injected, ok bool) {
 		return prompt{cr.body[:u.at:u.at], []byte(u.insert), cr.body[u.cut:]}, true, true
 	}
 	return prompt{cr.body}, false, true
-}
-
-// usageBody returns the body with the usage option, or nil.
-func (cr *clientRequest) usageBody() []byte {
-	p, injected, _ := cr.payload(false)
-	if !injected {
-		return nil
-	}
-	return p.bytes()
 }
 
 // release lets go of the prompt once a response is committed: no attempt

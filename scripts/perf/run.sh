@@ -69,21 +69,17 @@ cpu_ticks() {
   done
   echo $t
 }
-rss_kib() {
+# status_kib PID FIELD: a /proc status field (VmRSS, RssAnon) of PID and its children, in KiB.
+status_kib() {
   local t=0 p
   for p in $1 $(pgrep -P "$1" 2>/dev/null); do
-    [ -r /proc/$p/status ] && t=$((t + $(awk '/VmRSS/{print $2}' /proc/$p/status)))
+    [ -r /proc/$p/status ] && t=$((t + $(awk -v f="$2:" '$1 == f {print $2}' /proc/$p/status)))
   done
   echo $t
 }
+rss_kib() { status_kib "$1" VmRSS; }
+anon_kib() { status_kib "$1" RssAnon; }
 hz=$(getconf CLK_TCK)
-anon_kib() {
-  local t=0 p
-  for p in $1 $(pgrep -P "$1" 2>/dev/null); do
-    [ -r /proc/$p/status ] && t=$((t + $(awk '/RssAnon/{print $2}' /proc/$p/status)))
-  done
-  echo $t
-}
 if [ -n "${HOLD:-}" ]; then
   for a in $arms; do
     name=${a%%=*}; url=${a#*=}/v1/chat/completions
