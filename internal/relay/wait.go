@@ -14,9 +14,12 @@ import (
 // grows first when the gateway is overloaded, so it is recorded as the local
 // phase request_wait_ms (issue 15).
 //
-// A connection's first request starts when the connection is accepted (its
-// bytes are in the socket by then, or about to be); a later request on a
-// kept-alive connection starts with the first Read that returns its bytes.
+// A connection's first request starts when the connection is accepted if
+// its bytes were already waiting when the connection was first read; if
+// that read had to wait for them (a client that opened the connection
+// early and sent later, as browsers and warmed-up pools do), it starts when
+// they arrived. A later request on a kept-alive connection starts with the
+// first Read that returns its bytes.
 // net/http reports StateActive only once the headers are read and StateIdle
 // once a response is done, so the connection arms itself for the next
 // request's first byte at StateIdle, and the relay arms it again once it has
@@ -62,7 +65,7 @@ func (l *timedListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc := &timedConn{Conn: c}
+	tc := &timedConn{Conn: c, first: true}
 	tc.next.Store(stamp(time.Now()))
 	return tc, nil
 }
@@ -80,12 +83,24 @@ func stamp(t time.Time) int64 { return int64(t.Sub(connEpoch)) + 1 }
 // background read, and read by the handler.
 type timedConn struct {
 	net.Conn
+	first bool         // no Read yet (only the connection's goroutine reads it)
 	armed atomic.Bool  // the next Read with bytes starts a request
 	next  atomic.Int64 // stamp of the next request's first byte; 0: not seen
 	cur   atomic.Int64 // stamp of the current request's first byte; 0: unknown
 }
 
 func (c *timedConn) Read(p []byte) (int, error) {
+	if c.first {
+		c.first = false
+		if n, waited, ok, err := readFirst(c.Conn, p); ok {
+			if waited && n > 0 {
+				// Opened before its request was sent: the request
+				// starts now, not at accept.
+				c.next.Store(stamp(time.Now()))
+			}
+			return n, err
+		}
+	}
 	n, err := c.Conn.Read(p)
 	if n > 0 && c.armed.Load() && c.armed.CompareAndSwap(true, false) {
 		c.next.Store(stamp(time.Now()))

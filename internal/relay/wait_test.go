@@ -19,9 +19,10 @@ import (
 // TestRequestWait: request_wait_ms is the time from the request's first
 // byte read on its connection to t0. A client that sends half a request
 // line and the rest later makes the gateway wait that long before t0: the
-// record must show it, on a new connection (timed from accept) and on a
+// record must show it, on a new connection (timed from accept), on a
 // kept-alive one (timed from the first byte of that request, not from the
-// end of the previous one).
+// end of the previous one), and on one opened before its request was sent
+// (timed from the first byte, not from accept).
 func TestRequestWait(t *testing.T) {
 	up, _ := upstream(t, nil)
 	recs := newRecords()
@@ -34,13 +35,23 @@ func TestRequestWait(t *testing.T) {
 	srv.Start()
 	t.Cleanup(srv.Close)
 
-	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
+	var conn net.Conn
+	var br *bufio.Reader
+	dial := func() {
+		t.Helper()
+		if conn != nil {
+			conn.Close()
+		}
+		var err error
+		conn, err = net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(30 * time.Second))
+		br = bufio.NewReader(conn)
 	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(30 * time.Second))
-	br := bufio.NewReader(conn)
+	dial()
+	defer func() { conn.Close() }()
 	body := `{"model":"fast","stream":false,"messages":[{"role":"user","content":"hi"}]}`
 	req := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", clientKey, len(body), body)
 	// send writes the request in two parts, pause apart, and returns the
@@ -95,5 +106,19 @@ func TestRequestWait(t *testing.T) {
 	wait, ok = send(0)
 	if !ok || wait > 100 {
 		t.Errorf("prompt request: request_wait_ms %.1f (present %v), want a few ms", wait, ok)
+	}
+	// A connection opened early and used later (a browser's preconnect, a
+	// warmed-up pool): the time before its first byte is not waiting.
+	dial()
+	time.Sleep(300 * time.Millisecond)
+	wait, ok = send(pause)
+	if !ok || wait < lo || wait > hi {
+		t.Errorf("connection opened 300 ms before its request: request_wait_ms %.1f (present %v), want about 150 (not from accept)", wait, ok)
+	}
+	dial()
+	time.Sleep(300 * time.Millisecond)
+	wait, ok = send(0)
+	if !ok || wait > 100 {
+		t.Errorf("connection opened 300 ms before a prompt request: request_wait_ms %.1f (present %v), want a few ms", wait, ok)
 	}
 }
