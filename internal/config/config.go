@@ -60,6 +60,9 @@ type Config struct {
 	BodyReadTimeout Duration `yaml:"body_read_timeout"`
 	// DrainTimeout bounds how long shutdown waits for in-flight streams.
 	DrainTimeout Duration `yaml:"drain_timeout"`
+	// UpstreamIdleTimeout is how long an idle upstream connection is kept
+	// for reuse; 0 = 5m (relay.DefaultUpstreamIdleTimeout).
+	UpstreamIdleTimeout Duration `yaml:"upstream_idle_timeout"`
 	// ReadTimeout is the deadline of one read of the read API (and of the
 	// dashboard's reads), waiting for its turn included; 0 = 10s.
 	ReadTimeout Duration `yaml:"read_timeout"`
@@ -482,6 +485,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DrainTimeout < 0 {
 		errs = append(errs, errors.New("drain_timeout must not be negative"))
+	}
+	if c.UpstreamIdleTimeout < 0 {
+		errs = append(errs, errors.New("upstream_idle_timeout must not be negative"))
 	}
 	return errors.Join(errs...)
 }

@@ -87,6 +87,7 @@ func TestErrors(t *testing.T) {
 		{"days are fine, minutes are not", "retention: 30dm", "invalid duration"},
 		{"bad store", "store: mysql://x", "want sqlite:FILE"},
 		{"negative timeout", "channels: [{name: c, protocol: openai, base_url: http://x, timeouts: {idle: -1s}}]", "timeouts.idle must not be negative"},
+		{"negative upstream idle", "upstream_idle_timeout: -1s", "upstream_idle_timeout must not be negative"},
 		{"duplicate channel", "channels: [{name: c, protocol: openai, base_url: http://x}, {name: c, protocol: openai, base_url: http://y}]", "defined twice"},
 	}
 	for _, tt := range tests {
@@ -121,12 +122,12 @@ metrics: {key_env: C_UNSET}
 
 // TestDays: durations take days everywhere, in the file too.
 func TestDays(t *testing.T) {
-	c, err := Parse([]byte("retention: 30d\ndrain_timeout: 1d12h\n"), nil)
+	c, err := Parse([]byte("retention: 30d\ndrain_timeout: 1d12h\nupstream_idle_timeout: 1d\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Retention.D() != 30*24*time.Hour || c.DrainTimeout.D() != 36*time.Hour {
-		t.Fatalf("retention %v, drain_timeout %v", c.Retention.D(), c.DrainTimeout.D())
+	if c.Retention.D() != 30*24*time.Hour || c.DrainTimeout.D() != 36*time.Hour || c.UpstreamIdleTimeout.D() != 24*time.Hour {
+		t.Fatalf("retention %v, drain_timeout %v, upstream_idle_timeout %v", c.Retention.D(), c.DrainTimeout.D(), c.UpstreamIdleTimeout.D())
 	}
 	for s, want := range map[string]time.Duration{"7d": 7 * 24 * time.Hour, "90s": 90 * time.Second, "-1d": -24 * time.Hour, "0": 0} {
 		if d, err := ParseDuration(s); err != nil || d != want {
