@@ -99,7 +99,7 @@ type Writer struct {
 	opts WriterOptions
 	log  *slog.Logger
 
-	wake chan struct{} // a record was queued (capacity 1)
+	wake chan struct{} // a first record or a full batch is queued (capacity 1; see Record)
 	stop chan struct{} // Close was called: drain, then exit
 	done chan struct{} // the goroutine has exited
 
@@ -202,10 +202,17 @@ func (w *Writer) Record(r record.Record) {
 	w.dropping = false
 	w.queue = append(w.queue, r)
 	w.pending++
+	n := len(w.queue) - w.head
 	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
+	// A lane waits for a first record (an empty queue) or for a full
+	// batch; between the two it waits out its Settle, Pace or
+	// FlushInterval, and a wake for each record (one goroutine switch per
+	// request, to find the batch not full yet) would be work for nothing.
+	if n == 1 || n >= w.opts.BatchSize {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
