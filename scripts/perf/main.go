@@ -110,6 +110,9 @@ type result struct {
 	gaps           []time.Duration
 	events         int
 	err            string
+	// opening: one of the first c streams, each on a connection the
+	// burst opens; the later ones reuse a kept-alive connection.
+	opening bool
 }
 
 // load opens streams with fixed concurrency and timestamps each event as it is read.
@@ -136,8 +139,9 @@ func load(args []string) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for range jobs {
+			for i := range jobs {
 				r := one(client, *target, *key, body)
+				r.opening = i < *conc
 				mu.Lock()
 				results = append(results, r)
 				mu.Unlock()
@@ -150,7 +154,7 @@ func load(args []string) {
 	close(jobs)
 	wg.Wait()
 	wall := time.Since(wallStart)
-	var firsts, gaps, headers []float64
+	var firsts, gaps, headers, opening, kept []float64
 	errs, events := 0, 0
 	for _, r := range results {
 		if r.err != "" {
@@ -158,6 +162,11 @@ func load(args []string) {
 			continue
 		}
 		firsts = append(firsts, ms(r.first))
+		if r.opening {
+			opening = append(opening, ms(r.first))
+		} else {
+			kept = append(kept, ms(r.first))
+		}
 		headers = append(headers, ms(r.headers))
 		for _, g := range r.gaps {
 			gaps = append(gaps, ms(g))
@@ -165,7 +174,8 @@ func load(args []string) {
 		events += r.events
 	}
 	out := map[string]any{"label": *label, "streams": len(results), "errors": errs,
-		"first_text_ms": pct(firsts), "gap_ms": pct(gaps), "headers_ms": pct(headers), "events_per_s": float64(events) / wall.Seconds()}
+		"first_text_ms": pct(firsts), "gap_ms": pct(gaps), "headers_ms": pct(headers), "events_per_s": float64(events) / wall.Seconds(),
+		"first_text_opening_ms": pct(opening), "first_text_kept_ms": pct(kept)}
 	if *jsonOut {
 		json.NewEncoder(os.Stdout).Encode(out)
 		return
