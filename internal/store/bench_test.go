@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
 
@@ -88,26 +87,3 @@ type discardStore struct{ Store }
 
 func (discardStore) Insert(context.Context, []record.Record) error { return nil }
 func (discardStore) Ping(context.Context) error                    { return nil }
-
-// BenchmarkRecordPaced measures the process's CPU per record when records
-// come as a busy gateway's requests end, rather than in a tight loop: after
-// each record the benchmark sleeps 200 µs, which Go's timers make about
-// 1.1 ms on a 2-core VM (ns/op shows it), so about 900 records a second.
-// The writer then waits in its Settle and Pace between them, and what a
-// record costs includes waking it (or not). The process's CPU includes
-// the benchmark's own sleeps, the same with and without the wakes. An op
-// is one record.
-func BenchmarkRecordPaced(b *testing.B) {
-	w := NewWriter(discardStore{}, WriterOptions{})
-	defer w.Close(context.Background())
-	r := fullRecord("req-bench", testBase)
-	var before, after syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &before)
-	for b.Loop() {
-		w.Record(r)
-		time.Sleep(200 * time.Microsecond)
-	}
-	syscall.Getrusage(syscall.RUSAGE_SELF, &after)
-	cpu := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano())
-	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu_ns/record")
-}
