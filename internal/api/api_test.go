@@ -490,7 +490,7 @@ func TestStatsAnswer(t *testing.T) {
 func TestHealth(t *testing.T) {
 	s := openSQLite(t)
 	w := store.NewWriter(s, store.WriterOptions{})
-	w.Record(rec("req-h", "g", "k", now))
+	w.Record(new(rec("req-h", "g", "k", now)))
 	if err := w.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -560,7 +560,7 @@ func TestTwoReplicasShareOnePostgres(t *testing.T) {
 	}
 	defer b.Close()
 	w := store.NewWriter(a, store.WriterOptions{})
-	w.Record(rec("req-replica", "team-a", "client-a", now.Add(-time.Minute)))
+	w.Record(new(rec("req-replica", "team-a", "client-a", now.Add(-time.Minute))))
 	if err := w.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}

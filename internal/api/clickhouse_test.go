@@ -39,7 +39,7 @@ func TestTwoReplicasShareOneClickHouse(t *testing.T) {
 	}
 	defer b.Close()
 	w := store.NewWriter(a, store.WriterOptions{})
-	w.Record(rec("req-replica", "team-a", "client-a", now.Add(-time.Minute)))
+	w.Record(new(rec("req-replica", "team-a", "client-a", now.Add(-time.Minute))))
 	if err := w.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -300,7 +300,7 @@ type ohRecords struct {
 	lastOther            string
 }
 
-func (r *ohRecords) Record(rec record.Record) {
+func (r *ohRecords) Record(rec *record.Record) {
 	switch rec.Status {
 	case record.StatusOK:
 		r.ok.Add(1)

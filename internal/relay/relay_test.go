@@ -38,9 +38,9 @@ func newRecords() *records {
 	return r
 }
 
-func (r *records) Record(rec record.Record) {
+func (r *records) Record(rec *record.Record) {
 	r.mu.Lock()
-	r.recs = append(r.recs, rec)
+	r.recs = append(r.recs, *rec)
 	r.mu.Unlock()
 	r.cond.Broadcast()
 }

@@ -61,10 +61,13 @@ func (x *exchange) commit(a *attempt, stream bool) {
 // at the time the bytes arrived.
 func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 	to := a.ch.Timeouts
-	st, rd := a.st, a.rd
-	if rd == nil {
-		st, rd = protocol.NewStream(x.ep.classify), sse.NewReader(a.resp.Body, x.g.opts.MaxEventBytes)
+	if a.rd == nil {
+		// Kept with the attempt, on the heap: on this frame they would
+		// make the stack at the first flush deeper than the 8 KiB a
+		// handler goroutine then grows past (issue 15).
+		a.st, a.rd = protocol.NewStream(x.ep.classify), sse.NewReader(a.resp.Body, x.g.opts.MaxEventBytes)
 	}
+	st, rd := a.st, a.rd
 	rc := http.NewResponseController(x.w)
 	idle := a.idleTimer(x.g.opts.Now, to.Idle)
 	wd := &writeDeadline{rc: rc, limit: to.Idle}

@@ -211,6 +211,14 @@ func (w *idleWatch) fire() {
 	w.a.cancel(errIdleTimeout)
 }
 
+// noChannel answers a request whose model no channel serves. It is a
+// function of its own so that its temporaries are not on relay's frame,
+// which is on the stack for the whole stream (see serve).
+func (x *exchange) noChannel() {
+	x.fail(&HTTPError{Code: http.StatusNotFound, Type: "invalid_request_error",
+		Msg: "no channel serves model " + strconv.Quote(x.req.model) + " on the " + x.proto + " protocol", Status: record.StatusNoChannel})
+}
+
 // writeDeadline bounds how long one write to the client may block: a client
 // that accepts no bytes for the limit (the channel's idle timeout) is cut,
 // so it cannot hold the handler, the channel's inflight count or a graceful
@@ -261,8 +269,7 @@ func (x *exchange) relay() {
 	}
 	cands := plan.Channels
 	if len(cands) == 0 {
-		x.fail(&HTTPError{Code: http.StatusNotFound, Type: "invalid_request_error",
-			Msg: "no channel serves model " + strconv.Quote(x.req.model) + " on the " + x.proto + " protocol", Status: record.StatusNoChannel})
+		x.noChannel()
 		return
 	}
 	plan.Begin()

@@ -48,7 +48,8 @@ func Run(ctx context.Context, s store.Store, g *Generator, batch int, progress P
 			if g.Done() {
 				break
 			}
-			w.Record(g.Next())
+			r := g.Next()
+			w.Record(&r)
 			done++
 		}
 		if progress != nil && time.Since(lastReport) > 200*time.Millisecond {

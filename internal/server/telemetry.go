@@ -134,7 +134,7 @@ type telemetrySink struct {
 	otel  *telemetry.OTel // nil when the OTLP export is off
 }
 
-func (t *telemetrySink) Record(rec record.Record) { t.queue.Record(rec) }
+func (t *telemetrySink) Record(rec *record.Record) { t.queue.Record(rec) }
 
 // closeTelemetry drains the telemetry queue and flushes the OTLP export.
 // Call it after the HTTP server has drained (so the last streams' records

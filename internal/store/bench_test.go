@@ -25,7 +25,7 @@ func BenchmarkWriter(b *testing.B) {
 					r := tmpl
 					r.RequestID = fmt.Sprintf("req-%09d", n)
 					r.Timestamp = testBase.Add(time.Duration(n) * time.Millisecond)
-					w.Record(r)
+					w.Record(&r)
 					n++
 				}
 				if err := w.Close(context.Background()); err != nil {
@@ -74,7 +74,7 @@ func BenchmarkRecord(b *testing.B) {
 	r := fullRecord("req-bench", testBase)
 	b.ReportAllocs()
 	for b.Loop() {
-		w.Record(r)
+		w.Record(&r)
 	}
 	b.StopTimer()
 	if st := w.Stats(); st.Dropped != 0 {

@@ -71,13 +71,13 @@ func TestCanary(t *testing.T) {
 			for range 3 {
 				r, h := canaryRecord(record.HashUser(hashKey, userID))
 				held = append(held, h...)
-				w.Record(r)
+				w.Record(&r)
 			}
 			// An invalid record is logged: its log line must not carry
 			// anything beyond the record either.
 			bad, _ := canaryRecord("")
 			bad.Timestamp = time.Time{}
-			w.Record(bad)
+			w.Record(&bad)
 			if err := w.Close(ctxT(t)); err != nil {
 				t.Fatal(err)
 			}

@@ -366,7 +366,7 @@ func TestClickHouseOutage(t *testing.T) {
 	offered := 0
 	offer := func(n int) {
 		for range n {
-			w.Record(fullRecord(idN(offered), testBase.Add(time.Duration(offered)*time.Millisecond)))
+			w.Record(new(fullRecord(idN(offered), testBase.Add(time.Duration(offered)*time.Millisecond))))
 			offered++
 		}
 	}
@@ -464,7 +464,7 @@ func TestWriterTakesTheStoresBatching(t *testing.T) {
 	c := &countingBatcher{Store: s}
 	w := NewWriter(c, WriterOptions{})
 	for i := range 2500 {
-		w.Record(sparseRecord(idN(i), testBase))
+		w.Record(new(sparseRecord(idN(i), testBase)))
 	}
 	if err := w.Close(ctxT(t)); err != nil {
 		t.Fatal(err)

@@ -138,7 +138,7 @@ func TestPostgresOutage(t *testing.T) {
 		for range n {
 			r := fullRecord(idN(offered), testBase.Add(time.Duration(offered)*time.Millisecond))
 			start := time.Now()
-			w.Record(r)
+			w.Record(&r)
 			slowest = max(slowest, time.Since(start))
 			offered++
 			time.Sleep(200 * time.Microsecond) // requests finishing one after another
@@ -237,7 +237,7 @@ func TestErrorMessageHidesTheDatabase(t *testing.T) {
 		w.Close(ctx)
 	}()
 	proxy.cut()
-	w.Record(fullRecord("req-1", testBase))
+	w.Record(new(fullRecord("req-1", testBase)))
 	waitFor(t, "a failed connection", func() bool { return strings.Contains(w.Stats().LastError, "failed to connect") })
 	raw := s.Ping(ctxT(t))
 	if raw == nil || !strings.Contains(raw.Error(), proxyPort) {

@@ -23,7 +23,7 @@ func BenchmarkRecordPaced(b *testing.B) {
 	r := fullRecord("req-bench", testBase)
 	before := processCPU(b)
 	for b.Loop() {
-		w.Record(r)
+		w.Record(&r)
 		time.Sleep(200 * time.Microsecond)
 	}
 	b.ReportMetric(float64(processCPU(b)-before)/float64(b.N), "cpu_ns/record")

@@ -70,7 +70,7 @@ func TestWriterWaitsOutHeldLock(t *testing.T) {
 			w := NewWriter(s, opts)
 			defer w.Close(context.Background())
 			for i := range 20 {
-				w.Record(fullRecord(idN(i), testBase.Add(time.Duration(i)*time.Millisecond)))
+				w.Record(new(fullRecord(idN(i), testBase.Add(time.Duration(i)*time.Millisecond))))
 			}
 			// Several write timeouts while the lock is held, the store
 			// answering pings all along.
@@ -114,7 +114,7 @@ func TestWriterWaitsOutFullSQLite(t *testing.T) {
 	w := NewWriter(s, fastRetry)
 	defer w.Close(context.Background())
 	for i := range 200 {
-		w.Record(fullRecord(idN(i), testBase.Add(time.Duration(i)*time.Millisecond)))
+		w.Record(new(fullRecord(idN(i), testBase.Add(time.Duration(i)*time.Millisecond))))
 	}
 	waitFor(t, "three failed writes", func() bool { return w.Stats().FailedBatches >= 3 })
 	st := w.Stats()
@@ -151,7 +151,7 @@ func TestWriterWaitsOutReadOnlyPostgres(t *testing.T) {
 	defer ro.Close()
 	w := NewWriter(newSQLStore(postgresDialect, ro, ro), fastRetry)
 	for i := range 10 {
-		w.Record(fullRecord(idN(i), testBase))
+		w.Record(new(fullRecord(idN(i), testBase)))
 	}
 	waitFor(t, "three failed writes", func() bool { return w.Stats().FailedBatches >= 3 })
 	st := w.Stats()
@@ -395,7 +395,7 @@ func TestWriterNotStarvedByReads(t *testing.T) {
 		w := NewWriter(s, opts)
 		defer w.Close(context.Background())
 		start = time.Now()
-		w.Record(fullRecord("req-starved", testBase))
+		w.Record(new(fullRecord("req-starved", testBase)))
 		deadline := time.Now().Add(3*time.Second + 2*baseline)
 		for w.Stats().Written == 0 && time.Now().Before(deadline) {
 			time.Sleep(2 * time.Millisecond)

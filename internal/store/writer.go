@@ -175,11 +175,11 @@ func NewWriter(s Store, opts WriterOptions) *Writer {
 	return w
 }
 
-// Record hands r to the writer. It never blocks: r is queued, or counted as
-// dropped (queue full, writer closed) or rejected (invalid). The writer
-// keeps r; the caller must not change it afterwards.
-func (w *Writer) Record(r record.Record) {
-	if err := Validate(&r); err != nil {
+// Record hands a copy of r to the writer. It never blocks: r is queued, or
+// counted as dropped (queue full, writer closed) or rejected (invalid). The
+// copy shares r's slices; the caller must not change them afterwards.
+func (w *Writer) Record(r *record.Record) {
+	if err := Validate(r); err != nil {
 		w.mu.Lock()
 		w.stats.Rejected++
 		w.noteError(err)
@@ -200,7 +200,7 @@ func (w *Writer) Record(r record.Record) {
 		return
 	}
 	w.dropping = false
-	w.queue = append(w.queue, r)
+	w.queue = append(w.queue, *r)
 	w.pending++
 	n := len(w.queue) - w.head
 	w.mu.Unlock()

@@ -117,7 +117,7 @@ func TestWriterWritesAndDrains(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s Store) {
 		w := NewWriter(s, WriterOptions{QueueSize: 5000, BatchSize: 100})
 		for i := range 3000 {
-			w.Record(fullRecord(idN(i), testBase.Add(time.Duration(i)*time.Millisecond)))
+			w.Record(new(fullRecord(idN(i), testBase.Add(time.Duration(i)*time.Millisecond))))
 		}
 		if err := w.Close(ctxT(t)); err != nil {
 			t.Fatal(err)
@@ -130,7 +130,7 @@ func TestWriterWritesAndDrains(t *testing.T) {
 			t.Errorf("%d records stored, want 3000", n)
 		}
 		// Records offered after Close are counted, not lost silently.
-		w.Record(fullRecord("req-late", testBase))
+		w.Record(new(fullRecord("req-late", testBase)))
 		if st := w.Stats(); st.Dropped != 1 {
 			t.Errorf("record after close: dropped %d", st.Dropped)
 		}
@@ -144,7 +144,7 @@ func TestWriterWritesPromptly(t *testing.T) {
 	s, _ := openTestSQLite(t)
 	w := NewWriter(s, WriterOptions{})
 	defer w.Close(context.Background())
-	w.Record(fullRecord("req-now", testBase))
+	w.Record(new(fullRecord("req-now", testBase)))
 	waitFor(t, "the record to be readable", func() bool {
 		_, err := s.Get(context.Background(), "req-now")
 		return err == nil
@@ -184,7 +184,7 @@ func TestWriterPaces(t *testing.T) {
 	began := time.Now()
 	n := 0
 	for time.Since(began) < 5*pace/2 { // a record a millisecond for a second
-		w.Record(fullRecord(idN(n), testBase))
+		w.Record(new(fullRecord(idN(n), testBase)))
 		n++
 		time.Sleep(time.Millisecond)
 	}
@@ -205,7 +205,7 @@ func TestWriterPaces(t *testing.T) {
 	// After a quiet pace, a record is written at once again.
 	time.Sleep(2 * pace)
 	at := time.Now()
-	w.Record(fullRecord("req-after-quiet", testBase))
+	w.Record(new(fullRecord("req-after-quiet", testBase)))
 	waitFor(t, "the record after a quiet pace", func() bool { return w.Stats().Written == uint64(n+1) })
 	if d := time.Since(at); d > pace/2 {
 		t.Errorf("after a quiet pace a record took %v to be written; want at once, well within the pace %v", d, pace)
@@ -222,7 +222,7 @@ func TestWriterOutage(t *testing.T) {
 
 	f.setDown(true)
 	for i := range 130 {
-		w.Record(fullRecord(idN(i), testBase))
+		w.Record(new(fullRecord(idN(i), testBase)))
 	}
 	waitFor(t, "a failed batch", func() bool { st := w.Stats(); return st.FailedBatches >= 2 && st.Retrying })
 	st := w.Stats()
@@ -251,7 +251,7 @@ func TestWriterRejectsPoisonRecord(t *testing.T) {
 	w := NewWriter(f, fastRetry)
 	// Hold the first insert until all ten are queued, so they share a batch.
 	for i := range 10 {
-		w.Record(fullRecord(idN(i), testBase))
+		w.Record(new(fullRecord(idN(i), testBase)))
 	}
 	f.mu.Lock()
 	close(f.block)
@@ -276,8 +276,8 @@ func TestWriterRejectsPoisonRecord(t *testing.T) {
 func TestWriterRejectsInvalid(t *testing.T) {
 	s, _ := openTestSQLite(t)
 	w := NewWriter(s, WriterOptions{})
-	w.Record(record.Record{RequestID: "", Timestamp: testBase})
-	w.Record(fullRecord("req-ok", testBase))
+	w.Record(&record.Record{RequestID: "", Timestamp: testBase})
+	w.Record(new(fullRecord("req-ok", testBase)))
 	if err := w.Close(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func TestWriterCloseDeadline(t *testing.T) {
 	f.setDown(true)
 	w := NewWriter(f, fastRetry)
 	for i := range 10 {
-		w.Record(fullRecord(idN(i), testBase))
+		w.Record(new(fullRecord(idN(i), testBase)))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -322,7 +322,7 @@ func TestWriterRecordNeverBlocks(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		for i := range 5000 {
-			w.Record(fullRecord(fmt.Sprint("req-", i), testBase))
+			w.Record(new(fullRecord(fmt.Sprint("req-", i), testBase)))
 		}
 		close(done)
 	}()
@@ -352,7 +352,7 @@ func TestWriterPoisonRecordDuringFlap(t *testing.T) {
 	f := &faultyStore{Store: s, refuse: map[string]bool{idN(2): true}, block: make(chan struct{}), flapAt: 5}
 	w := NewWriter(f, fastRetry)
 	for i := range 10 {
-		w.Record(fullRecord(idN(i), testBase))
+		w.Record(new(fullRecord(idN(i), testBase)))
 	}
 	f.mu.Lock()
 	close(f.block)
@@ -388,7 +388,7 @@ func TestWriterWakesOnlyWhenALaneWaits(t *testing.T) {
 		}
 	}
 	for i, want := range []bool{true, false, false, true, true} {
-		w.Record(fullRecord(fmt.Sprintf("req-%d", i), testBase))
+		w.Record(new(fullRecord(fmt.Sprintf("req-%d", i), testBase)))
 		if got := woke(); got != want {
 			t.Fatalf("record %d (queue %d of a batch of 4): woke the writer %v, want %v", i+1, i+1, got, want)
 		}
@@ -397,7 +397,7 @@ func TestWriterWakesOnlyWhenALaneWaits(t *testing.T) {
 		t.Fatalf("took %d records, want a batch of 4", got)
 	}
 	w.take(nil) // the queue is empty again
-	w.Record(fullRecord("req-after", testBase))
+	w.Record(new(fullRecord("req-after", testBase)))
 	if !woke() {
 		t.Fatal("the first record of an empty queue did not wake the writer")
 	}

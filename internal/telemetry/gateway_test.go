@@ -566,8 +566,8 @@ func BenchmarkRecordAllExporters(b *testing.B) {
 	rec := traceB()
 	b.ReportAllocs()
 	for b.Loop() {
-		m.Record(rec)
-		q.Record(rec)
+		m.Record(&rec)
+		q.Record(&rec)
 	}
 	b.ReportMetric(float64(q.Dropped())/float64(b.N), "dropped/op")
 }

@@ -50,7 +50,7 @@ func NewRequestLog(l *slog.Logger) *RequestLog { return &RequestLog{log: l} }
 const maxLogModel = 128
 
 // Record logs rec.
-func (l *RequestLog) Record(rec record.Record) {
+func (l *RequestLog) Record(rec *record.Record) {
 	level := slog.LevelInfo
 	if rec.Status != record.StatusOK {
 		level = slog.LevelWarn

@@ -16,7 +16,7 @@ func TestRequestLogLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	NewRequestLog(l).Record(traceB())
+	NewRequestLog(l).Record(new(traceB()))
 	var line map[string]any
 	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
 		t.Fatalf("not one JSON line: %q: %v", buf.String(), err)
@@ -45,7 +45,7 @@ func TestRequestLogLeavesAbsentOut(t *testing.T) {
 		Error: "invalid API key", Diagnosis: []string{record.StatusAuthFailed}}
 	rec.AuthMs = timeline.SpanOf(ms(0.01))
 	rec.TotalHandlerMs = timeline.At(ms(0.2))
-	NewRequestLog(l).Record(rec)
+	NewRequestLog(l).Record(&rec)
 	var line map[string]any
 	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
 		t.Fatal(err)
@@ -64,13 +64,13 @@ func TestRequestLogLevelFilters(t *testing.T) {
 	var buf bytes.Buffer
 	l, _ := NewLogger(&buf, "text", "warn")
 	rl := NewRequestLog(l)
-	rl.Record(traceB())
+	rl.Record(new(traceB()))
 	if buf.Len() != 0 {
 		t.Fatalf("ok request logged at level warn: %q", buf.String())
 	}
 	rec := traceB()
 	rec.Status = record.StatusTruncated
-	rl.Record(rec)
+	rl.Record(&rec)
 	if !strings.Contains(buf.String(), "status=truncated") || strings.Count(buf.String(), "\n") != 1 {
 		t.Fatalf("text line %q", buf.String())
 	}

@@ -277,8 +277,8 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 // and 65 allocations (2640 B), against 1.1 µs and none untraced:
 // client_golang builds each exemplar as a protobuf message. It is paid once
 // per request after its response ended, never per relayed event.
-func (m *Metrics) Record(rec record.Record) {
-	s := m.series(seriesKey{api: rec.API, model: m.models.Label(&rec), channel: safeLabel(rec.Channel), group: safeLabel(rec.Group), stream: rec.Stream})
+func (m *Metrics) Record(rec *record.Record) {
+	s := m.series(seriesKey{api: rec.API, model: m.models.Label(rec), channel: safeLabel(rec.Channel), group: safeLabel(rec.Group), stream: rec.Stream})
 	o := observer{}
 	if rec.TraceID != "" && rec.Trace.Sampled && validTraceID(rec.TraceID) {
 		o.ex = prometheus.Labels{"trace_id": rec.TraceID}

@@ -84,7 +84,7 @@ next:
 
 func TestMetricsObservesFieldsInSeconds(t *testing.T) {
 	m := NewMetrics(MetricsOptions{})
-	m.Record(traceB())
+	m.Record(new(traceB()))
 	fams := gather(t, m.Handler(""))
 	labels := map[string]string{"api": "openai.chat", "model": "trace-b", "channel": "sim-openai", "group": "default"}
 	for _, c := range []struct {
@@ -151,7 +151,7 @@ func TestMetricsAbsentMarksAreNotObserved(t *testing.T) {
 	rec.UpstreamStartMs = timeline.At(ms(0.05))
 	rec.TotalHandlerMs = timeline.At(ms(30000))
 	rec.Attempts = []record.Attempt{{Channel: "a", UpstreamStartMs: timeline.At(ms(0.05)), Status: record.StatusHeaderTimeout}}
-	m.Record(rec)
+	m.Record(&rec)
 	fams := gather(t, m.Handler(""))
 	for _, name := range []string{"ttfx_time_to_headers_seconds", "ttfx_time_to_first_event_seconds", "ttfx_time_to_first_response_seconds",
 		"ttfx_time_to_first_text_seconds", "ttfx_upstream_duration_seconds", "ttfx_relay_lag_seconds",
@@ -302,7 +302,7 @@ func TestMetricsConcurrentRecord(t *testing.T) {
 			for i := range each {
 				rec := traceB()
 				rec.Channel = fmt.Sprintf("ch-%d", (w+i)%3)
-				m.Record(rec)
+				m.Record(&rec)
 			}
 		}()
 	}
@@ -330,8 +330,8 @@ func FuzzMetricsLabels(f *testing.F) {
 		rec := traceB()
 		rec.Model, rec.Group, rec.Channel, rec.Status = modelName, group, channel, status
 		rec.Diagnosis = []string{label}
-		m.Record(rec)
-		m.Record(rec)
+		m.Record(&rec)
+		m.Record(&rec)
 		var buf bytes.Buffer
 		rr := httptest.NewRecorder()
 		m.Handler("").ServeHTTP(rr, httptest.NewRequest("GET", "/metrics", nil))
@@ -351,7 +351,7 @@ func BenchmarkMetricsRecord(b *testing.B) {
 	rec := traceB()
 	b.ReportAllocs()
 	for b.Loop() {
-		m.Record(rec)
+		m.Record(&rec)
 	}
 }
 
@@ -363,7 +363,7 @@ func BenchmarkMetricsRecordExemplar(b *testing.B) {
 	rec.TraceID, rec.Trace.Sampled = "4bf92f3577b34da6a3ce929d0e0e4736", true
 	b.ReportAllocs()
 	for b.Loop() {
-		m.Record(rec)
+		m.Record(&rec)
 	}
 }
 
@@ -375,7 +375,7 @@ func BenchmarkMetricsRecordParallel(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			m.Record(rec)
+			m.Record(&rec)
 		}
 	})
 }
@@ -415,8 +415,8 @@ func TestMetricsStreamGapAndRequestWait(t *testing.T) {
 	whole := traceB()
 	whole.Stream = false
 	whole.MaxOutputGapMs = timeline.Span{} // absent: never observed as 0
-	m.Record(streamed)
-	m.Record(whole)
+	m.Record(&streamed)
+	m.Record(&whole)
 	fams := gather(t, m.Handler(""))
 	for _, c := range []struct {
 		name   string

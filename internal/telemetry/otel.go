@@ -199,13 +199,13 @@ func genAI(api string) (op, provider string) {
 
 // Record exports rec. It builds spans and attribute sets, so it belongs
 // behind a Queue, off the request's goroutine.
-func (o *OTel) Record(rec record.Record) {
+func (o *OTel) Record(rec *record.Record) {
 	ctx := context.Background()
 	op, provider := genAI(rec.API)
 	if op != "" {
-		o.recordMetrics(ctx, &rec, op, provider)
+		o.recordMetrics(ctx, rec, op, provider)
 	}
-	o.recordSpans(ctx, &rec, op, provider)
+	o.recordSpans(ctx, rec, op, provider)
 }
 
 func (o *OTel) recordMetrics(ctx context.Context, rec *record.Record, op, provider string) {

@@ -250,7 +250,7 @@ func TestOTelExport(t *testing.T) {
 	models := record.Record{RequestID: "req_models", Timestamp: ok.Timestamp, API: "openai.models", Route: "GET /v1/models", Status: record.StatusOK}
 	models.TotalHandlerMs = timeline.At(ms(1))
 	for _, r := range []record.Record{ok, tool, bad, models} {
-		o.Record(r)
+		o.Record(&r)
 	}
 	if err := o.Shutdown(ctx); err != nil {
 		t.Fatalf("shutdown: %v", err)
@@ -456,6 +456,6 @@ func BenchmarkOTelRecord(b *testing.B) {
 	rec := failover()
 	b.ReportAllocs()
 	for b.Loop() {
-		o.Record(rec)
+		o.Record(&rec)
 	}
 }

@@ -9,8 +9,9 @@ import (
 )
 
 // Recorder receives finished records; relay.Recorder has the same method.
+// rec is lent for the call: a recorder that keeps it copies *rec.
 type Recorder interface {
-	Record(rec record.Record)
+	Record(rec *record.Record)
 }
 
 // DefaultQueueSize is how many records a Queue holds before it drops: at
@@ -83,7 +84,7 @@ func (q *Queue) run() {
 		}
 		for i := range batch {
 			for _, r := range q.next {
-				r.Record(batch[i])
+				r.Record(&batch[i])
 			}
 			batch[i] = record.Record{} // let the record's slices go
 			q.busy.Add(-1)
@@ -91,17 +92,17 @@ func (q *Queue) run() {
 	}
 }
 
-// Record queues rec, or drops and counts it when the queue is full or
-// closed. The relay does not touch a record's slices after handing it on,
-// so sharing them with the worker is safe.
-func (q *Queue) Record(rec record.Record) {
+// Record queues a copy of rec, or drops and counts it when the queue is
+// full or closed. The relay does not touch a record's slices after handing
+// it on, so sharing them with the worker is safe.
+func (q *Queue) Record(rec *record.Record) {
 	q.mu.Lock()
 	if q.closed || len(q.waiting)+int(q.busy.Load()) >= q.size {
 		q.mu.Unlock()
 		q.dropped.Add(1)
 		return
 	}
-	q.waiting = append(q.waiting, rec)
+	q.waiting = append(q.waiting, *rec)
 	first := len(q.waiting) == 1
 	q.mu.Unlock()
 	if first {

@@ -19,7 +19,7 @@ type gate struct {
 	got     []string
 }
 
-func (g *gate) Record(rec record.Record) {
+func (g *gate) Record(rec *record.Record) {
 	<-g.release
 	g.mu.Lock()
 	g.got = append(g.got, rec.RequestID)
@@ -34,7 +34,7 @@ func TestQueueNeverBlocksAndCountsDrops(t *testing.T) {
 		// The worker takes one record and blocks on it; 4 more fill the
 		// queue; the other 5 must be dropped at once.
 		for i := range 10 {
-			q.Record(record.Record{RequestID: string(rune('a' + i))})
+			q.Record(&record.Record{RequestID: string(rune('a' + i))})
 		}
 		close(done)
 	}()
@@ -60,7 +60,7 @@ func TestQueueNeverBlocksAndCountsDrops(t *testing.T) {
 	if g.got[0] != "a" {
 		t.Fatalf("order: %v", g.got)
 	}
-	q.Record(record.Record{RequestID: "late"})
+	q.Record(&record.Record{RequestID: "late"})
 	if len(g.got)+int(q.Dropped()) != 11 {
 		t.Fatal("a record after Close was neither dropped nor handed on")
 	}
@@ -71,13 +71,13 @@ func TestQueueCloseDrainsInOrder(t *testing.T) {
 	close(g.release)
 	var other []string
 	var mu sync.Mutex
-	q := NewQueue(0, g, recorderFunc(func(rec record.Record) {
+	q := NewQueue(0, g, recorderFunc(func(rec *record.Record) {
 		mu.Lock()
 		other = append(other, rec.RequestID)
 		mu.Unlock()
 	}))
 	for _, id := range []string{"1", "2", "3"} {
-		q.Record(record.Record{RequestID: id})
+		q.Record(&record.Record{RequestID: id})
 	}
 	if err := q.Close(context.Background()); err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func TestQueueCloseDrainsInOrder(t *testing.T) {
 func TestQueueCloseGivesUpAtDeadline(t *testing.T) {
 	g := &gate{release: make(chan struct{})}
 	q := NewQueue(1, g)
-	q.Record(record.Record{RequestID: "stuck"})
+	q.Record(&record.Record{RequestID: "stuck"})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if err := q.Close(ctx); err == nil {
@@ -116,7 +116,7 @@ func TestQueueHoldsOnlyItsBacklog(t *testing.T) {
 	}
 	const burst = 2000
 	for i := range burst {
-		q.Record(record.Record{RequestID: strconv.Itoa(i)})
+		q.Record(&record.Record{RequestID: strconv.Itoa(i)})
 	}
 	close(g.release)
 	deadline := time.Now().Add(5 * time.Second)
@@ -143,18 +143,18 @@ func TestQueueHoldsOnlyItsBacklog(t *testing.T) {
 	}
 }
 
-type recorderFunc func(record.Record)
+type recorderFunc func(*record.Record)
 
-func (f recorderFunc) Record(rec record.Record) { f(rec) }
+func (f recorderFunc) Record(rec *record.Record) { f(rec) }
 
 // BenchmarkQueueRecord is what the queued exporters cost the request's
 // goroutine: one copy of the record into the queue's slice.
 func BenchmarkQueueRecord(b *testing.B) {
-	q := NewQueue(0, recorderFunc(func(record.Record) {}))
+	q := NewQueue(0, recorderFunc(func(*record.Record) {}))
 	defer q.Close(context.Background())
 	rec := traceB()
 	b.ReportAllocs()
 	for b.Loop() {
-		q.Record(rec)
+		q.Record(&rec)
 	}
 }
