@@ -266,8 +266,9 @@ func (x *exchange) serve() {
 	h := x.w.Header()
 	id := requestID(h)
 	// The record is filled in place: a literal assigned to it would be
-	// built in this frame first (824 bytes), and a deep stack at the first
-	// flush grows the handler goroutine's from 8 to 16 KiB (issue 15).
+	// built in this frame first (824 bytes), and a stack that deep at the
+	// first flush grows the handler goroutine's stack from 8 to 16 KiB,
+	// kept for as long as it holds the stream (issue 15).
 	x.rec.RequestID = id
 	x.rec.Timestamp = x.tl.Start().UTC()
 	x.rec.API = x.ep.api
