@@ -5,11 +5,12 @@
 #   go build -pgo=cmd/ttfx/ttfx.pgo ./cmd/ttfx
 #
 # It profiles the gateway under the work it does most: relaying streams. A
-# simulator (ttfx sim) serves a model that streams 200 tokens, one per event,
-# after 5 ms; `ttfx bench` drives the gateway in each of the four APIs at 32
-# concurrent streams for 12 s, then non-streamed at 8 for 3 s; the
-# gateway is a build with net/http/pprof (-tags pprof) and its CPU profile
-# covers the whole load. Everything is on loopback; it takes about 70 s.
+# simulator (ttfx sim) serves a model whose headers and first event come at
+# 5 ms, then 200 tokens, one per event, from 10 ms at 2,000 a second.
+# `ttfx bench` drives the gateway in each of the four APIs at 32 concurrent
+# streams for 12 s, then non-streamed at 8 for 3 s. The gateway is a build
+# with net/http/pprof (-tags pprof), and its CPU profile covers the whole
+# load. Everything is on loopback; it takes about 70 s.
 #
 #   scripts/pgo.sh            # writes cmd/ttfx/ttfx.pgo
 #   scripts/pgo.sh OUT.pprof  # writes elsewhere
@@ -61,6 +62,16 @@ prof=$!
 sleep 1
 load
 wait "$prof"
+# A load that failed in part profiles error paths instead of the relay.
+python3 - "$work" <<'PY'
+import glob, json, sys
+bad = 0
+for f in sorted(glob.glob(sys.argv[1] + "/*.json")):
+    r = json.load(open(f))["summary"]["requests"]
+    print(f"{f.rsplit('/', 1)[1]}: {r['ok']} ok, {r['failed']} failed")
+    bad += r["failed"] > 0 or r["ok"] == 0
+sys.exit(1 if bad else 0)
+PY
 cp "$work/cpu.pprof" "$out"
 go tool pprof -top -nodecount 5 "$work/ttfx" "$out" 2>/dev/null | sed -n '3,6p'
 echo "wrote $out"

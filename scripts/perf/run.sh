@@ -12,6 +12,8 @@
 # HOLD_PROMPT=BYTES gives the held streams' requests a user message that long (default 2).
 # FIRST_AFTER=50ms makes the mock send its headers that long before its first event (time to
 # headers then tells a proxy that forwards headers from one that holds them).
+# PGO=1 builds the checkout's ttfx (G, not G0) with its profile, cmd/ttfx/ttfx.pgo: with a
+# worktree of the same commit as baseline, a profile-guided build and a plain one side by side.
 # At HIGH_CONCURRENCY it also reports the first text of the streams that open their connections
 # (the first HIGH) and of those on kept-alive connections (the next HIGH) apart: the overall p50
 # lies between the two modes.
@@ -45,7 +47,7 @@ nginx -c "$work/nginx.conf" &
 pid_N=$!
 arms="D=http://127.0.0.1:$((pb+1)) B=http://127.0.0.1:$((pb+2)) N=http://127.0.0.1:$((pb+3))"
 if [ -n "$checkout" ]; then
-  (cd "$checkout" && go build -o "$work/ttfx" ./cmd/ttfx) || exit 1
+  (cd "$checkout" && go build ${PGO:+-pgo=cmd/ttfx/ttfx.pgo} -o "$work/ttfx" ./cmd/ttfx) || exit 1
   cat > "$work/ttfx.yaml" <<Y
 {"listen": "127.0.0.1:$((pb+4))", "store": "sqlite:$work/ttfx.db",
  "keys": [{"name": "perf", "role": "client", "group": "perf", "key_env": "PERF_KEY"}],
