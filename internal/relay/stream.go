@@ -83,6 +83,10 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 	// reader waits for upstream bytes: events that arrived in one read go
 	// out in one flush (one syscall, one chunk), and none waits for the next.
 	started, dirty, textPending := false, false, false
+	// On the real clock the timeline's reading is time.Now itself: called
+	// directly, a piece does not load the gateway and the timeline's clock
+	// (cold after the wait for upstream bytes) before it is classified.
+	realClock := x.g.realClock
 	// wall is the latest wall-clock reading, for the write deadline: the
 	// piece's arrival time when the timeline runs on the real clock (one
 	// reading per piece serves the mark, the write and the flush).
@@ -143,12 +147,13 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 				}
 				break
 			}
-			now = x.tl.Now()
-			res = st.Piece(p)
-			wall = now
-			if !x.g.realClock {
-				wall = time.Now()
+			if realClock {
+				now = time.Now()
+				wall = now
+			} else {
+				now, wall = x.tl.Now(), time.Now()
 			}
+			res = st.Piece(p)
 		}
 		started = true
 		idle.arrived()
