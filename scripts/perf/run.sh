@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Side-by-side streaming overhead: direct (D), bare Go reverse proxy (B), nginx (N), ttfx (G, when a
 # checkout is given). One mock upstream, interleaved rounds; per arm the added time to first text,
-# the event gaps, the proxy process's CPU per stream and its RSS; ratios at the end.
+# the event gaps, the proxy process's CPU per stream and its RSS (and the anonymous part of it);
+# ratios at the end.
 # Usage: run.sh [PROJECT_CHECKOUT] [ROUNDS] [HIGH_CONCURRENCY] [BASELINE_CHECKOUT]
 # With BASELINE_CHECKOUT (another checkout, e.g. a worktree of main) a fifth arm G0 runs that
 # build in the same rounds, so that before and after are measured side by side under one load.
@@ -14,6 +15,10 @@
 # headers then tells a proxy that forwards headers from one that holds them).
 # PGO=1 builds the checkout's ttfx (G, not G0) with its profile, cmd/ttfx/ttfx.pgo: with a
 # worktree of the same commit as baseline, a profile-guided build and a plain one side by side.
+# PROFILE=1 records each proxy with `perf record` (Debian's linux-perf) in every round's
+# HIGH_CONCURRENCY arm and prints where each one's CPU per stream goes, by category, and how much
+# more each ttfx arm spends than the bare proxy in each (cpudiff.py); perf's sampling adds a
+# little CPU to those arms' figures.
 # At HIGH_CONCURRENCY it also reports the first text of the streams that open their connections
 # (the first HIGH) and of those on kept-alive connections (the next HIGH) apart: the overall p50
 # lies between the two modes.
@@ -31,6 +36,7 @@ work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 (cd "$here" && go build -o "$work/perfkit" .) || exit 1
 command -v nginx >/dev/null || { echo "nginx is not installed (apt-get install nginx)"; exit 1; }
+[ -z "${PROFILE:-}" ] || command -v perf >/dev/null || { echo "PROFILE needs perf (apt-get install linux-perf)"; exit 1; }
 "$work/perfkit" mock --listen 127.0.0.1:$((pb+1)) --events 64 --gap 20ms --first-after "${FIRST_AFTER:-0}" &
 "$work/perfkit" bare --listen 127.0.0.1:$((pb+2)) --upstream http://127.0.0.1:$((pb+1)) 2>/dev/null &
 pid_B=$!
@@ -109,16 +115,29 @@ for r in $(seq 1 "$rounds"); do
     for spec in "1 15 c1" "$high $((high*2)) chigh"; do
       set -- $spec
       before=0; [ -n "$pid" ] && before=$(cpu_ticks "$pid")
-      "$work/perfkit" load --url "$url" --key perf-key-000000000001 -c "$1" -n "$2" --label "$name" --json >"$work/one.json"
-      cpu=None; rss=None
-      if [ -n "$pid" ]; then
-        cpu=$(( $(cpu_ticks "$pid") - before )); cpu=$(python3 -c "print($cpu*1000/$hz/$2)"); rss=$(rss_kib "$pid")
+      prof=
+      if [ -n "${PROFILE:-}" ] && [ -n "$pid" ] && [ "$3" = chigh ]; then
+        perf record -q -e cpu-clock -F 999 -g -p "$(echo $pid $(pgrep -P "$pid") | tr " " ,)" -o "$work/perf.$name.$r.data" >/dev/null 2>&1 &
+        prof=$!; sleep 0.3
       fi
-      python3 -c "import json,sys; d=json.load(open('$work/one.json')); d['cpu_ms_per_stream']=$cpu; d['rss_kib']=$rss; print(json.dumps(d))" >>"$work/$3.jsonl"
+      "$work/perfkit" load --url "$url" --key perf-key-000000000001 -c "$1" -n "$2" --label "$name" --json >"$work/one.json"
+      if [ -n "$prof" ]; then
+        kill -INT "$prof"; wait "$prof"
+        profiles="${profiles:-} $name:$2:$work/perf.$name.$r.data"
+      fi
+      cpu=None; rss=None; anon=None
+      if [ -n "$pid" ]; then
+        cpu=$(( $(cpu_ticks "$pid") - before )); cpu=$(python3 -c "print($cpu*1000/$hz/$2)"); rss=$(rss_kib "$pid"); anon=$(anon_kib "$pid")
+      fi
+      python3 -c "import json,sys; d=json.load(open('$work/one.json')); d['cpu_ms_per_stream']=$cpu; d['rss_kib']=$rss; d['anon_kib']=$anon; print(json.dumps(d))" >>"$work/$3.jsonl"
     done
   done
 done
 [ "$rounds" -gt 0 ] || exit 0
+if [ -n "${profiles:-}" ]; then
+  echo "-- c=$high: where each proxy's CPU per stream goes (perf samples of every round's c=$high arm)"
+  python3 "$here/cpudiff.py" 999 $profiles
+fi
 python3 - "$work" "$high" <<'PY'
 import json, sys, statistics as st
 work, high = sys.argv[1], sys.argv[2]
@@ -135,7 +154,11 @@ for f, title in (("c1.jsonl", "c=1"), ("chigh.jsonl", f"c={high}")):
     for a in arms:
         cpu = [r["cpu_ms_per_stream"] for r in arms[a] if r.get("cpu_ms_per_stream") is not None]
         rss = [r["rss_kib"] for r in arms[a] if r.get("rss_kib") is not None]
-        extra = f"; cpu/stream {st.median(cpu):.2f} ms; rss {max(rss)/1024:.0f} MiB" if cpu else ""
+        anon = [r["anon_kib"] for r in arms[a] if r.get("anon_kib") is not None]
+        # RSS less anonymous memory is mostly the binary's own pages
+        # (code, read-only data, the function table), which grow with its
+        # size, not with the streams.
+        extra = f"; cpu/stream {st.median(cpu):.2f} ms; rss {max(rss)/1024:.0f} MiB (anonymous {max(anon)/1024:.0f})" if cpu else ""
         print(f"{a}: first_text p50 {med(a,'first_text_ms','p50'):.3f} ms (+{med(a,'first_text_ms','p50')-d50:.3f}), p99 {med(a,'first_text_ms','p99'):.3f} (+{med(a,'first_text_ms','p99')-d99:.3f}); gap p50 {med(a,'gap_ms','p50'):.3f} p99 {med(a,'gap_ms','p99'):.3f}; headers p50 {med(a,'headers_ms','p50'):.3f} p99 {med(a,'headers_ms','p99'):.3f}; errors {sum(r['errors'] for r in arms[a])}; events/s {st.median(r['events_per_s'] for r in arms[a]):.0f}{extra}")
     if f == "chigh.jsonl" and all(r.get("first_text_kept_ms") for a in arms for r in arms[a]):
         # With n = 2c, the streams' first text has two modes: the first c
