@@ -2,9 +2,13 @@ package protocol
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/ttfx/ttfx/internal/sse"
+	"github.com/ttfx/ttfx/internal/tokens"
 )
 
 // Typical content chunks of each API as providers send them (taken from the
@@ -38,7 +42,7 @@ func (l *loopReader) Read(p []byte) (int, error) {
 
 // BenchmarkParseClassify measures SSE parsing plus classification of one
 // typical content event per API: the per-event cost the relay and the
-// benchmark client pay. The visible-text buffer fills up to its 1 MiB bound
+// benchmark client pay. The visible-text buffer fills up to its bound (maxVisible)
 // and then stays, as in a long stream.
 func BenchmarkParseClassify(b *testing.B) {
 	for _, bc := range benchChunks {
@@ -130,4 +134,41 @@ func TestHotPathAllocations(t *testing.T) {
 			t.Errorf("%s: %v allocations per event, want ≤ 1", bc.api, allocs)
 		}
 	}
+}
+
+// BenchmarkEstimateAtBound measures the token estimate of a stream whose
+// visible text passed what a Stream keeps (maxVisible) and that reported
+// no usage: the most the estimate costs the handler at a stream's end. The
+// text is the project's own prose and code (docs and Go sources), 1.5 MB.
+func BenchmarkEstimateAtBound(b *testing.B) {
+	var text []byte
+	for _, pattern := range []string{"../../docs/*.md", "../*/*.go"} {
+		files, err := filepath.Glob(pattern)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, f := range files {
+			t, err := os.ReadFile(f)
+			if err != nil {
+				b.Fatal(err)
+			}
+			text = append(text, t...)
+		}
+	}
+	if len(text) < 3<<19 {
+		b.Fatalf("only %d bytes of text", len(text))
+	}
+	s := NewStream(OpenAIChat)
+	for piece := range slices.Chunk(text[:3<<19], 400) {
+		q, _ := json.Marshal(string(piece))
+		s.Event(&sse.Event{Data: []byte(`{"choices":[{"index":0,"delta":{"content":` + string(q) + `}}]}`)})
+	}
+	tokens.Count("warm the vocabulary up")
+	b.ReportAllocs()
+	for b.Loop() {
+		if tk := s.Tokens(); tk.Source != SourceEstimate || tk.Visible == 0 {
+			b.Fatalf("tokens %+v", tk)
+		}
+	}
+	b.ReportMetric(float64(len(s.VisibleText())), "kept_B")
 }
