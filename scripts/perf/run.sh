@@ -2,7 +2,7 @@
 # Side-by-side streaming overhead: direct (D), bare Go reverse proxy (B), nginx (N), ttfx (G, when a
 # checkout is given). One mock upstream, interleaved rounds; per arm the added time to first text,
 # the event gaps, the proxy process's CPU per stream and its RSS (and the anonymous part of it);
-# ratios at the end.
+# ratios at the end, of the medians over rounds and round by round.
 # Usage: run.sh [PROJECT_CHECKOUT] [ROUNDS] [HIGH_CONCURRENCY] [BASELINE_CHECKOUT]
 # With BASELINE_CHECKOUT (another checkout, e.g. a worktree of main) a fifth arm G0 runs that
 # build in the same rounds, so that before and after are measured side by side under one load.
@@ -186,4 +186,14 @@ for f, title in (("c1.jsonl", "c=1"), ("chigh.jsonl", f"c={high}")):
         if cg and cb:
             line += f"; cpu per stream {g}/B {st.median(cg)/max(1e-9, st.median(cb)):.2f}"
         print(line)
+        # The same ratios round by round (the arms of one round ran back to
+        # back): how far one run's medians can be trusted.
+        per = []
+        for rg, rb, rd in zip(arms[g], arms["B"], arms["D"]):
+            p50 = (rg["first_text_ms"]["p50"]-rd["first_text_ms"]["p50"]) / max(1e-6, rb["first_text_ms"]["p50"]-rd["first_text_ms"]["p50"])
+            cpu = ""
+            if rg.get("cpu_ms_per_stream") and rb.get("cpu_ms_per_stream"):
+                cpu = f", cpu {rg['cpu_ms_per_stream']/rb['cpu_ms_per_stream']:.2f}"
+            per.append(f"p50 {p50:.2f}{cpu}")
+        print(f"{g}: per round, ({g}-D)/(B-D) and {g}/B: " + "; ".join(per))
 PY
