@@ -42,8 +42,8 @@ func (l *loopReader) Read(p []byte) (int, error) {
 
 // BenchmarkParseClassify measures SSE parsing plus classification of one
 // typical content event per API: the per-event cost the relay and the
-// benchmark client pay. The visible-text buffer fills up to its bound (maxVisible)
-// and then stays, as in a long stream.
+// benchmark client pay. The visible-text buffer fills up to its bound
+// (maxVisible) and then stays, as in a long stream.
 func BenchmarkParseClassify(b *testing.B) {
 	for _, bc := range benchChunks {
 		b.Run(string(bc.api), func(b *testing.B) {

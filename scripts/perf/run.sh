@@ -190,7 +190,8 @@ for f, title in (("c1.jsonl", "c=1"), ("chigh.jsonl", f"c={high}")):
         # back): how far one run's medians can be trusted.
         per = []
         for rg, rb, rd in zip(arms[g], arms["B"], arms["D"]):
-            p50 = (rg["first_text_ms"]["p50"]-rd["first_text_ms"]["p50"]) / max(1e-6, rb["first_text_ms"]["p50"]-rd["first_text_ms"]["p50"])
+            f50 = lambda r: r["first_text_ms"].get("p50", float("nan"))  # absent when every stream failed
+            p50 = (f50(rg)-f50(rd)) / max(1e-6, f50(rb)-f50(rd))
             cpu = ""
             if rg.get("cpu_ms_per_stream") and rb.get("cpu_ms_per_stream"):
                 cpu = f", cpu {rg['cpu_ms_per_stream']/rb['cpu_ms_per_stream']:.2f}"
