@@ -4,9 +4,12 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ttfx/ttfx/internal/record"
 )
 
 // BenchmarkRecordPaced measures the process's CPU per record when records
@@ -37,4 +40,33 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkInsertBatch measures an Insert of the batch sizes a gateway's
+// writer sees (one record when idle, tens to hundreds under load), per
+// record. An op is one record; cpu_ns/record is the process's CPU (the
+// writes are half system time, which ns/op on a busy machine blurs).
+func BenchmarkInsertBatch(b *testing.B) {
+	for _, e := range engines() {
+		for _, size := range []int{1, 25, 200} {
+			b.Run(fmt.Sprintf("%s/%d", e.name, size), func(b *testing.B) {
+				s, _ := e.open(b)
+				batch := make([]record.Record, size)
+				n := 0
+				b.ReportAllocs()
+				before := processCPU(b)
+				for b.Loop() {
+					i := n % size
+					batch[i] = fullRecord(fmt.Sprintf("req-%09d", n), testBase.Add(time.Duration(n)*time.Millisecond))
+					n++
+					if i == size-1 {
+						if err := s.Insert(context.Background(), batch); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				b.ReportMetric(float64(processCPU(b)-before)/float64(b.N), "cpu_ns/record")
+			})
+		}
+	}
 }

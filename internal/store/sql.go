@@ -321,6 +321,33 @@ func execInsert(ctx context.Context, tx *sql.Tx, q string, st *sql.Stmt, args []
 	return got, rows.Close()
 }
 
+// queryCached runs the query q in tx, prepared when stmts has it (and
+// noted for preparing when it does not), and calls each for every row.
+func queryCached(ctx context.Context, tx *sql.Tx, stmts *stmtCache, q string, args []any, each func(*sql.Rows) error) error {
+	st, err := stmts.get(ctx, q)
+	if err != nil {
+		return err
+	}
+	var rows *sql.Rows
+	if st != nil {
+		st = tx.StmtContext(ctx, st)
+		defer st.Close()
+		rows, err = st.QueryContext(ctx, args...)
+	} else {
+		rows, err = tx.QueryContext(ctx, q, args...)
+	}
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := each(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Close()
+}
+
 // insertValues inserts rows as multi-row VALUES statements of at most
 // maxParams placeholders. With a statement cache, the rows go in chunks of
 // a few fixed sizes (chunkRows), whose statements stay prepared: SQLite
@@ -349,8 +376,10 @@ func insertValues(ctx context.Context, tx *sql.Tx, stmts *stmtCache, table strin
 }
 
 // chunkRows is the largest of a few fixed row counts that is at most n.
+// numLevels is one of them: a write of one minute's records marks that
+// many rollup units dirty (markDirty), in one statement rather than four.
 func chunkRows(n int) int {
-	for _, c := range [...]int{256, 64, 16, 4} {
+	for _, c := range [...]int{256, 64, 16, numLevels, 4} {
 		if c <= n {
 			return c
 		}
