@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -209,6 +210,74 @@ func TestWriterPaces(t *testing.T) {
 	waitFor(t, "the record after a quiet pace", func() bool { return w.Stats().Written == uint64(n+1) })
 	if d := time.Since(at); d > pace/2 {
 		t.Errorf("after a quiet pace a record took %v to be written; want at once, well within the pace %v", d, pace)
+	}
+}
+
+// TestWriterDefersWhileBusy: with Busy, a due write waits while the
+// gateway reports requests being set up, and goes once they are done, when
+// MaxDefer has passed, when a batch is full, or at Close.
+func TestWriterDefersWhileBusy(t *testing.T) {
+	s, _ := openTestSQLite(t)
+	var busy atomic.Bool
+	busy.Store(true)
+	newWriter := func(opts WriterOptions) *Writer {
+		opts.Busy = busy.Load
+		return NewWriter(s, opts)
+	}
+	written := func(w *Writer, n int) func() bool {
+		return func() bool { return w.Stats().Written == uint64(n) }
+	}
+
+	// Held while busy — 60 times the settle — and written once not.
+	w := newWriter(WriterOptions{MaxDefer: time.Minute})
+	w.Record(new(fullRecord("req-held", testBase)))
+	time.Sleep(300 * time.Millisecond)
+	if st := w.Stats(); st.Written != 0 || st.Queued != 1 {
+		t.Fatalf("while busy: %+v, want the record held", st)
+	}
+	busy.Store(false)
+	at := time.Now()
+	waitFor(t, "the held record once not busy", written(w, 1))
+	if d := time.Since(at); d > 250*time.Millisecond {
+		t.Errorf("written %v after the gateway stopped being busy; want within a few steps of %v", d, deferStep)
+	}
+	w.Close(context.Background())
+
+	// Busy for good: written after MaxDefer.
+	busy.Store(true)
+	const maxDefer = 150 * time.Millisecond
+	w = newWriter(WriterOptions{MaxDefer: maxDefer})
+	at = time.Now()
+	w.Record(new(fullRecord("req-bounded", testBase)))
+	waitFor(t, "the record after MaxDefer", written(w, 1))
+	if d := time.Since(at); d < maxDefer {
+		t.Errorf("written after %v while busy; want no sooner than MaxDefer %v", d, maxDefer)
+	}
+	w.Close(context.Background())
+
+	// A full batch does not wait.
+	w = newWriter(WriterOptions{MaxDefer: time.Minute, BatchSize: 10})
+	for i := range 10 {
+		w.Record(new(fullRecord(idN(1000+i), testBase)))
+	}
+	waitFor(t, "a full batch while busy", written(w, 10))
+	w.Close(context.Background())
+
+	// Close writes what is held at once.
+	w = newWriter(WriterOptions{MaxDefer: time.Minute})
+	w.Record(new(fullRecord("req-closing", testBase)))
+	time.Sleep(20 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	at = time.Now()
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.Stats(); st.Written != 1 || st.Dropped != 0 {
+		t.Errorf("after Close: %+v, want the held record written", st)
+	}
+	if d := time.Since(at); d > 5*time.Second {
+		t.Errorf("Close took %v with a record held back", d)
 	}
 }
 
