@@ -78,6 +78,10 @@ type Options struct {
 	// DefaultMaxAuthFailures.
 	MaxAuthFailures int
 	Logger          *slog.Logger
+	// Starting, if set, counts the requests being set up (from t0 to
+	// their first output or end), for the store's writer to hold its
+	// transactions back while there are any.
+	Starting *Starting
 	// Tracer, if set, joins each request to its caller's trace (W3C
 	// trace-context) and passes the gateway's span on upstream.
 	Tracer Tracer
@@ -258,6 +262,7 @@ type exchange struct {
 	skipRecord bool
 	errorNote  string
 	conn       *timedConn // the client connection, when the server times it (TimeConns)
+	starting   bool       // counted in opts.Starting, until started
 }
 
 func (x *exchange) serve() {
@@ -274,6 +279,11 @@ func (x *exchange) serve() {
 	x.rec.API = x.ep.api
 	x.rec.Route = x.ep.pattern
 	x.rec.SkippedEjected = []string{}
+	if g.opts.Starting != nil {
+		g.opts.Starting.begin()
+		x.starting = true
+		defer x.started() // whichever way the request ends
+	}
 	x.requestWait()
 	if g.opts.Tracer != nil {
 		g.opts.Tracer.Start(x.r.Header, &x.rec)
@@ -440,8 +450,18 @@ func (x *exchange) fail(e *HTTPError) {
 	writeError(x.w, x.proto, e)
 }
 
+// started ends the request's count in opts.Starting, once: at its first
+// output, or when it ends without one.
+func (x *exchange) started() {
+	if x.starting {
+		x.starting = false
+		x.g.opts.Starting.end()
+	}
+}
+
 // finish takes t7 and hands the record on.
 func (x *exchange) finish() {
+	x.started()
 	if x.committed {
 		// Headers that went out with a whole answer (an error, a body)
 		// reach the client when the handler returns.

@@ -167,6 +167,7 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 		}
 		if res.Effective {
 			if x.tl.MarkAt(timeline.T4, now) {
+				x.started()
 				if a.firstOutput != nil {
 					a.firstOutput.Stop()
 				}

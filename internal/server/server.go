@@ -185,7 +185,10 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	entries, s.storedKeys = keyEntries(s.configEntries, rows, time.Now())
 	s.keys = auth.NewKeyring(entries)
 
-	s.writer = store.NewWriter(s.store, store.WriterOptions{Log: s.log})
+	// The writer holds its transactions back while the gateway sets
+	// requests up (relay.Starting).
+	starting := new(relay.Starting)
+	s.writer = store.NewWriter(s.store, store.WriterOptions{Log: s.log, Busy: starting.Busy})
 	s.rules = diagnose.New(cfg.Diagnosis)
 
 	chans, err := buildChannels(cfg.Channels)
@@ -212,6 +215,7 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		MaxAuthFailures:     cfg.AuthFailuresPerMinute,
 		Logger:              s.log,
 		Tracer:              s.tracer,
+		Starting:            starting,
 	})
 	s.gw.Register(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
