@@ -141,6 +141,10 @@ fi
 python3 - "$work" "$high" <<'PY'
 import json, sys, statistics as st
 work, high = sys.argv[1], sys.argv[2]
+def ratio(num, den):
+    # Against an arm that added nothing (at or below direct, or within 50 µs of it) no ratio means anything.
+    return f"{num/den:.2f}" if den >= 0.05 else f"n/a (divisor {den:+.3f} ms)"
+
 def load(f):
     arms = {}
     for l in open(f"{work}/{f}"):
@@ -171,16 +175,16 @@ for f, title in (("c1.jsonl", "c=1"), ("chigh.jsonl", f"c={high}")):
             print(f"{a}: first text p50 of the opening streams {ao:.3f} ms (+{ao-o50:.3f}), of the kept-alive ones {ak:.3f} (+{ak-k50:.3f})")
         for g in ("G", "G0"):
             if g in arms and "B" in arms:
-                ro = (med(g, "first_text_opening_ms", "p50")-o50) / max(1e-6, med("B", "first_text_opening_ms", "p50")-o50)
-                rk = (med(g, "first_text_kept_ms", "p50")-k50) / max(1e-6, med("B", "first_text_kept_ms", "p50")-k50)
-                print(f"{g}: ratio added first text p50 ({g}-D)/(B-D): opening {ro:.2f}, kept-alive {rk:.2f}")
+                ro = ratio(med(g, "first_text_opening_ms", "p50")-o50, med("B", "first_text_opening_ms", "p50")-o50)
+                rk = ratio(med(g, "first_text_kept_ms", "p50")-k50, med("B", "first_text_kept_ms", "p50")-k50)
+                print(f"{g}: ratio added first text p50 ({g}-D)/(B-D): opening {ro}, kept-alive {rk}")
     for g in ("G", "G0"):
         if g not in arms or "B" not in arms:
             continue
-        gb = (med(g,"first_text_ms","p50")-d50) / max(1e-6, med("B","first_text_ms","p50")-d50)
-        gb99 = (med(g,"first_text_ms","p99")-d99) / max(1e-6, med("B","first_text_ms","p99")-d99)
-        gn = (med(g,"first_text_ms","p50")-d50) / max(1e-6, med("N","first_text_ms","p50")-d50)
-        line = f"{g}: ratio added first text ({g}-D)/(B-D): p50 {gb:.2f}, p99 {gb99:.2f}; ({g}-D)/(N-D) p50 {gn:.2f}"
+        gb = ratio(med(g,"first_text_ms","p50")-d50, med("B","first_text_ms","p50")-d50)
+        gb99 = ratio(med(g,"first_text_ms","p99")-d99, med("B","first_text_ms","p99")-d99)
+        gn = ratio(med(g,"first_text_ms","p50")-d50, med("N","first_text_ms","p50")-d50)
+        line = f"{g}: ratio added first text ({g}-D)/(B-D): p50 {gb}, p99 {gb99}; ({g}-D)/(N-D) p50 {gn}"
         cg = [r["cpu_ms_per_stream"] for r in arms[g] if r.get("cpu_ms_per_stream") is not None]
         cb = [r["cpu_ms_per_stream"] for r in arms["B"] if r.get("cpu_ms_per_stream") is not None]
         if cg and cb:
@@ -191,10 +195,10 @@ for f, title in (("c1.jsonl", "c=1"), ("chigh.jsonl", f"c={high}")):
         per = []
         for rg, rb, rd in zip(arms[g], arms["B"], arms["D"]):
             f50 = lambda r: r["first_text_ms"].get("p50", float("nan"))  # absent when every stream failed
-            p50 = (f50(rg)-f50(rd)) / max(1e-6, f50(rb)-f50(rd))
+            p50 = ratio(f50(rg)-f50(rd), f50(rb)-f50(rd))
             cpu = ""
             if rg.get("cpu_ms_per_stream") and rb.get("cpu_ms_per_stream"):
                 cpu = f", cpu {rg['cpu_ms_per_stream']/rb['cpu_ms_per_stream']:.2f}"
-            per.append(f"p50 {p50:.2f}{cpu}")
+            per.append(f"p50 {p50}{cpu}")
         print(f"{g}: per round, ({g}-D)/(B-D) and {g}/B: " + "; ".join(per))
 PY
