@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -170,6 +171,86 @@ func TestUpstreamHeaderTooLarge(t *testing.T) {
 	if rec.HTTPStatus != 502 || !strings.Contains(rec.Error, "response headers exceed") ||
 		len(rec.Attempts) != 1 || !strings.Contains(rec.Attempts[0].Error, "response headers exceed") {
 		t.Fatalf("record %s %d %q, attempts %+v", rec.Status, rec.HTTPStatus, rec.Error, rec.Attempts)
+	}
+}
+
+// TestLargePiecesThroughSmallBuffers: the upstream connection's buffers
+// are 1 KiB (NewTransport), and what does not fit them still arrives
+// whole: a 3 KB response header, a 40 KB event, and 300 events written
+// in one burst, relayed byte for byte.
+func TestLargePiecesThroughSmallBuffers(t *testing.T) {
+	long := strings.Repeat("v", 3000)
+	var stream strings.Builder
+	stream.WriteString(`data: {"choices":[{"delta":{"content":"` + strings.Repeat("x", 40000) + `"}}]}` + "\n\n")
+	for i := range 300 {
+		fmt.Fprintf(&stream, `data: {"choices":[{"delta":{"content":"%d "}}]}`+"\n\n", i)
+	}
+	stream.WriteString("data: [DONE]\n\n")
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Long", long)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, stream.String())
+	}))
+	t.Cleanup(up.Close)
+	gw, recs := gateway(t, channel("c", "openai", up.URL, fastTimeouts))
+	resp, b := do(t, gw.URL, clientKey, call{"chat", "m", true})
+	if resp.StatusCode != 200 || resp.Header.Get("X-Long") != long {
+		t.Fatalf("status %d, X-Long of %d bytes", resp.StatusCode, len(resp.Header.Get("X-Long")))
+	}
+	if string(b) != stream.String() {
+		t.Fatalf("relayed %d bytes, upstream sent %d", len(b), stream.Len())
+	}
+	rec := recs.get(t, resp.Header.Get("X-Request-Id"))
+	if rec.Status != record.StatusOK || rec.Events.Text != 301 || rec.Events.Done != 1 {
+		t.Errorf("record %s with events %+v, want ok with 301 text and 1 done", rec.Status, rec.Events)
+	}
+}
+
+// TestNonStreamingBodyCapture: a non-streaming answer is relayed byte for
+// byte and its usage read, whether the upstream declared its length or not,
+// and one past the capture bound (8 MiB) is relayed whole without it.
+func TestNonStreamingBodyCapture(t *testing.T) {
+	answer := func(text string) string {
+		return `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"` + text +
+			`"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":7,"total_tokens":10}}`
+	}
+	for _, c := range []struct {
+		name     string
+		body     string
+		declared bool
+		usage    bool
+	}{
+		{"small, declared", answer("hi"), true, true},
+		{"1 MB, chunked", answer(strings.Repeat("x", 1<<20)), false, true},
+		{"1 MB, declared", answer(strings.Repeat("x", 1<<20)), true, true},
+		{"9 MB, chunked", answer(strings.Repeat("x", 9<<20)), false, false},
+		{"9 MB, declared", answer(strings.Repeat("x", 9<<20)), true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				if c.declared {
+					w.Header().Set("Content-Length", strconv.Itoa(len(c.body)))
+				}
+				for b := c.body; b != ""; {
+					n := min(len(b), 100_000)
+					io.WriteString(w, b[:n])
+					w.(http.Flusher).Flush()
+					b = b[n:]
+				}
+			}))
+			t.Cleanup(up.Close)
+			gw, recs := gateway(t, channel("c", "openai", up.URL, fastTimeouts))
+			resp, b := do(t, gw.URL, clientKey, call{"chat", "m", false})
+			if resp.StatusCode != 200 || string(b) != c.body {
+				t.Fatalf("status %d, relayed %d bytes of %d", resp.StatusCode, len(b), len(c.body))
+			}
+			rec := recs.get(t, resp.Header.Get("X-Request-Id"))
+			got := rec.Tokens.Output != nil && *rec.Tokens.Output == 7 && rec.Tokens.Source == record.TokensUsage
+			if rec.Status != record.StatusOK || got != c.usage {
+				t.Errorf("record %s, output tokens from usage %v, want %v", rec.Status, got, c.usage)
+			}
+		})
 	}
 }
 

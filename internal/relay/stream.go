@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -184,7 +185,8 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 		if a.injected && p.Kind == sse.PieceEvent {
 			raw = x.stripUsageNull(raw)
 		}
-		if !x.committed {
+		held := !x.committed
+		if held {
 			x.commit(a, true)
 		}
 		wd.extendAt(wall)
@@ -194,10 +196,26 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 		}
 		dirty = true
 		textPending = textPending || firstText
+		if held {
+			// The held headers go out with this first piece at once, from
+			// this frame: flushed from inside the reader's wait, net/http's
+			// header write (a 2.8 KB frame) ran 240 bytes deeper, past the
+			// 8 KiB a held stream's goroutine has (issue 15).
+			flush()
+		}
 	}
 	x.tl.Mark(timeline.T6) // the upstream body ended; forgotten again if another attempt follows
 	flush()
+	return x.streamEnded(a, st, rc, wd, readErr, writeErr, started, canRetry)
+}
 
+// streamEnded records how relayStream's attempt ended and ends the client's
+// stream. It reports whether the next channel should be tried instead. It
+// is relayStream's tail, apart so that its locals are not on relayStream's
+// frame, which is on the stack at every flush: the deepest point of a held
+// stream's handler goroutine, which grows from 8 to 16 KiB if net/http's
+// header write there runs out of room (issue 15).
+func (x *exchange) streamEnded(a *attempt, st *protocol.Stream, rc *http.ResponseController, wd *writeDeadline, readErr, writeErr error, started, canRetry bool) (retry bool) {
 	// How the attempt ended, if not well.
 	var fail *HTTPError
 	tryNext := false
@@ -332,9 +350,15 @@ func (x *exchange) relayBody(a *attempt, streamed bool) {
 	if streamed {
 		idle = a.idleTimer(x.g.opts.Now, a.ch.Timeouts.Idle)
 	}
-	var captured []byte
+	// The body is read straight into captured, which grows as it fills,
+	// and written from there: no second buffer held for the response's
+	// life, no copy of each read. Past maxCapture the capture is dropped
+	// and a fixed buffer carries the rest.
+	var captured, spill []byte
+	if cl := a.resp.ContentLength; cl > 0 {
+		captured = make([]byte, 0, min(cl+1, maxCapture))
+	}
 	overflow, first := false, true
-	buf := make([]byte, 32<<10)
 	var readErr, writeErr error
 	defer func() {
 		if writeErr == nil {
@@ -344,6 +368,19 @@ func (x *exchange) relayBody(a *attempt, streamed bool) {
 	for {
 		if idle != nil && !first {
 			idle.waiting()
+		}
+		var buf []byte
+		switch limit := min(cap(captured), maxCapture); {
+		case spill != nil:
+			buf = spill
+		case len(captured) < limit:
+			buf = captured[len(captured):limit]
+		case len(captured) < maxCapture:
+			captured = slices.Grow(captured, min(max(len(captured), 4<<10), maxCapture-len(captured)))
+			buf = captured[len(captured):min(cap(captured), maxCapture)]
+		default:
+			overflow, captured, spill = true, nil, make([]byte, 32<<10)
+			buf = spill
 		}
 		n, err := a.resp.Body.Read(buf)
 		if n > 0 {
@@ -356,10 +393,8 @@ func (x *exchange) relayBody(a *attempt, streamed bool) {
 			if idle != nil {
 				idle.arrived()
 			}
-			if len(captured)+n <= maxCapture {
-				captured = append(captured, buf[:n]...)
-			} else {
-				overflow = true
+			if spill == nil {
+				captured = captured[:len(captured)+n]
 			}
 			wd.extend()
 			if _, werr := x.w.Write(buf[:n]); werr != nil {

@@ -260,28 +260,46 @@ func (d *writeDeadline) clear() {
 // answers, then relays it. A route with hedging races two attempts for the
 // first output instead (race, hedge.go).
 func (x *exchange) relay() {
-	g := x.g
-	start := x.tl.Now()
-	plan := g.opts.Router.Plan(x.proto, x.req.model, x.principal.Group)
-	x.tl.PhaseSince(timeline.PhaseDistribution, start)
-	if len(plan.Skipped) > 0 {
-		x.rec.SkippedEjected = plan.Skipped
-	}
-	cands := plan.Channels
-	if len(cands) == 0 {
-		x.noChannel()
+	plan := x.plan()
+	if plan == nil {
 		return
 	}
 	plan.Begin()
 	defer plan.End()
-	if x.hedges(&plan) {
-		x.race(&plan)
+	if x.hedges(plan) {
+		x.race(plan)
 		return
 	}
+	x.inOrder(plan)
+}
+
+// plan returns the request's channels in the order to try them, or nil
+// when none serves it (the client has been answered). The plan is kept
+// in the exchange, not on relay's frame.
+func (x *exchange) plan() *route.Plan {
+	start := x.tl.Now()
+	x.route = x.g.opts.Router.Plan(x.proto, x.req.model, x.principal.Group)
+	x.tl.PhaseSince(timeline.PhaseDistribution, start)
+	if len(x.route.Skipped) > 0 {
+		x.rec.SkippedEjected = x.route.Skipped
+	}
+	if len(x.route.Channels) == 0 {
+		x.noChannel()
+		return nil
+	}
+	return &x.route
+}
+
+// inOrder tries the plan's channels one after another until one answers
+// and is relayed, or a failure that no other channel can mend. Its frame is
+// on the stack for the whole of a relayed stream, below every flush: it
+// keeps to the loop (issue 15).
+func (x *exchange) inOrder(plan *route.Plan) {
 	var last *HTTPError
 	var lastResp *http.Response
 	var lastBody []byte
 	lastIndex := -1
+	cands := plan.Channels
 	for n, ch := range cands {
 		if x.r.Context().Err() != nil {
 			x.rec.Status = record.StatusClientCancelled
