@@ -83,33 +83,59 @@ type raceEvent struct {
 	at   time.Time
 }
 
-// race runs a hedged request over the plan's channels.
+// hedgeRace is a hedged request's racers, shared by race, decide and
+// endRace.
+type hedgeRace struct {
+	events chan raceEvent
+	wg     sync.WaitGroup
+	racers []*racer
+	winner *racer
+}
+
+// race runs a hedged request over the plan's channels: decide runs the
+// race, and the winner is relayed from this small frame, which is on the
+// stack below every flush of the stream (issue 15).
 func (x *exchange) race(plan *route.Plan) {
-	events := make(chan raceEvent, 2*len(plan.Channels))
-	var wg sync.WaitGroup
-	var racers []*racer
+	hr := &hedgeRace{events: make(chan raceEvent, 2*len(plan.Channels))}
+	defer x.endRace(hr)
+	w := x.decide(plan, hr)
+	if w == nil {
+		return // every attempt failed, and the client has been answered
+	}
+	x.serveResponse(w.a, false)
+	w.a.stop()
+	w.h.Release()
+	x.observe(w.h, w.a, len(x.attempts)-1, true)
+}
+
+// endRace waits for the racers' goroutines and records the losers.
+func (x *exchange) endRace(hr *hedgeRace) {
+	// Cancelled racers end promptly; their timers stop, and they are
+	// recorded, only once their goroutines no longer touch them.
+	hr.wg.Wait()
+	// Headers that came while the race was being decided.
+	for len(hr.events) > 0 {
+		if ev := <-hr.events; ev.kind == raceHeaders {
+			x.tl.GotHeadersAt(ev.r.ti, ev.at)
+		}
+	}
+	for _, rc := range hr.racers {
+		if rc != hr.winner {
+			rc.a.stop()
+		}
+		if !rc.cancelled.IsZero() {
+			x.recordLoser(rc, hr.winner)
+		}
+	}
+}
+
+// decide races the attempts to the first output and returns the winner,
+// made the request's relayed attempt; nil when none won (the client has
+// then been answered).
+func (x *exchange) decide(plan *route.Plan, hr *hedgeRace) *racer {
+	events := hr.events
 	next := 0
 	var winner, lastFailed *racer
-	defer func() {
-		// Cancelled racers end promptly; their timers stop, and they are
-		// recorded, only once their goroutines no longer touch them.
-		wg.Wait()
-		// Headers that came while the race was being decided.
-		for len(events) > 0 {
-			if ev := <-events; ev.kind == raceHeaders {
-				x.tl.GotHeadersAt(ev.r.ti, ev.at)
-			}
-		}
-		for _, rc := range racers {
-			if rc != winner {
-				rc.a.stop()
-			}
-			if !rc.cancelled.IsZero() {
-				x.recordLoser(rc, winner)
-			}
-		}
-	}()
-
 	launch := func(role string) *racer {
 		ch, h := plan.Channels[next], plan.Health[next]
 		count := h.Acquire()
@@ -126,8 +152,8 @@ func (x *exchange) race(plan *route.Plan) {
 		}
 		a.index = x.tl.BeginAttempt()
 		rc := &racer{a: a, h: h, role: role, ti: a.index, t1: x.tl.Attempts()[a.index].Start}
-		racers = append(racers, rc)
-		wg.Go(func() { x.runRacer(rc, events) })
+		hr.racers = append(hr.racers, rc)
+		hr.wg.Go(func() { x.runRacer(rc, events) })
 		return rc
 	}
 
@@ -206,7 +232,7 @@ func (x *exchange) race(plan *route.Plan) {
 		if x.r.Context().Err() != nil {
 			x.rec.Status = record.StatusClientCancelled
 			x.rec.Error = "client closed the request before an upstream answered"
-			return
+			return nil
 		}
 		x.useChannel(lastFailed.a.ch)
 		var resp *http.Response
@@ -214,13 +240,14 @@ func (x *exchange) race(plan *route.Plan) {
 			resp = lastFailed.a.resp
 		}
 		x.failAll(lastFailed.herr, resp, lastFailed.errBody, lastFailed.ti)
-		return
+		return nil
 	}
+	hr.winner = winner
 
 	// The race is decided: cancel the others at once, so that their
 	// upstreams see the cancel. They are recorded when their goroutines
 	// have ended (recordLoser), after the winner's relay.
-	for _, rc := range racers {
+	for _, rc := range hr.racers {
 		if rc == winner || rc.ended {
 			continue
 		}
@@ -242,10 +269,7 @@ func (x *exchange) race(plan *route.Plan) {
 		Role: winner.role, Outcome: record.OutcomeWon})
 	x.setAttemptTiming(len(x.attempts)-1, winner.ti)
 	x.tl.Relay(winner.ti)
-	x.serveResponse(a, false)
-	a.stop()
-	winner.h.Release()
-	x.observe(winner.h, winner.a, len(x.attempts)-1, true)
+	return winner
 }
 
 // recordLoser records a racer cancelled because winner reached first

@@ -81,11 +81,16 @@ func TestHandlerStackFitsEightKiB(t *testing.T) {
 	// Model "both" has two channels (the first stream's headers wait for
 	// its first event, since the second could still take over), model
 	// "one" a single one (headers go out at t2).
+	// Model "hedged" races two channels (a hedge after 1 ms): its winner
+	// is relayed from the race's own path.
 	first, second, only := channel("first", "openai", up.URL, fastTimeouts), channel("second", "openai", up.URL, fastTimeouts), channel("only", "openai", up.URL, fastTimeouts)
+	hedgeA, hedgeB := channel("hedge-a", "openai", up.URL, fastTimeouts), channel("hedge-b", "openai", up.URL, fastTimeouts)
 	first.Models, second.Models, only.Models = []string{"both"}, []string{"both"}, []string{"one"}
-	chans := []*route.Channel{first, second, only}
+	hedgeA.Models, hedgeB.Models = []string{"hedged"}, []string{"hedged"}
+	chans := []*route.Channel{first, second, only, hedgeA, hedgeB}
+	hedged := &route.Route{Models: []string{"hedged"}, Hedge: &route.HedgePolicy{After: time.Millisecond, MaxShare: 1}}
 	// In production the metrics are recorded on the handler's goroutine.
-	g := relay.New(relay.Options{Router: route.NewRouter(chans, 1), Keys: keys,
+	g := relay.New(relay.Options{Router: route.New(chans, route.Options{Routes: []*route.Route{hedged}, Seed: 1}), Keys: keys,
 		Recorder: relay.Recorders{recs, telemetry.NewMetrics(telemetry.MetricsOptions{})}, UserHashKey: []byte("0123456789abcdef")})
 	mux := http.NewServeMux()
 	g.Register(mux)
@@ -99,7 +104,7 @@ func TestHandlerStackFitsEightKiB(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// Streams and a whole answer, over new and kept-alive connections.
-	for _, c := range []call{{"chat", "both", true}, {"chat", "one", true}, {"chat", "one", false}, {"chat", "both", true}, {"chat", "one", true}} {
+	for _, c := range []call{{"chat", "both", true}, {"chat", "one", true}, {"chat", "one", false}, {"chat", "both", true}, {"chat", "one", true}, {"chat", "hedged", true}, {"chat", "hedged", true}} {
 		resp, err := http.DefaultClient.Do(c.request(ctx, gw.URL, clientKey))
 		if err != nil {
 			t.Fatalf("%+v: %v", c, err)
