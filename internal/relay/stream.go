@@ -199,7 +199,7 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 		if held {
 			// The held headers go out with this first piece at once, from
 			// this frame: flushed from inside the reader's wait, net/http's
-			// header write (a 2.8 KB frame) ran 240 bytes deeper, past the
+			// header write (a 2.8 KB frame) ran 224 bytes deeper, past the
 			// 8 KiB a held stream's goroutine has (issue 15).
 			flush()
 		}
@@ -353,10 +353,12 @@ func (x *exchange) relayBody(a *attempt, streamed bool) {
 	// The body is read straight into captured, which grows as it fills,
 	// and written from there: no second buffer held for the response's
 	// life, no copy of each read. Past maxCapture the capture is dropped
-	// and a fixed buffer carries the rest.
+	// and a fixed buffer carries the rest. A declared length sizes it up
+	// to 64 KiB, as for a prompt (readBody): a length the upstream
+	// declares but does not send costs no more than that.
 	var captured, spill []byte
 	if cl := a.resp.ContentLength; cl > 0 {
-		captured = make([]byte, 0, min(cl+1, maxCapture))
+		captured = make([]byte, 0, min(cl+1, firstRead))
 	}
 	overflow, first := false, true
 	var readErr, writeErr error
