@@ -268,37 +268,50 @@ func (t Terminal) String() string {
 // MarshalText writes the String form, for JSON.
 func (t Terminal) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
 
-// maxVisible bounds the visible text a Stream keeps for the estimate: the
-// first 64 KiB (about 16,000 tokens); beyond it the estimate is extrapolated
-// by the byte ratio. The bound is what an open stream holds at most for its
-// estimate, and what the estimate costs at its end, in the handler before
-// the response's last chunk goes out: counting 64 KiB of prose and code
-// takes about 2.5 ms of CPU and allocates 70 KB (BenchmarkEstimateAtBound;
-// 11–15 ms and 4.8 MB with tiktoken-go, 185 ms and 85 MB for 1 MiB before
-// that). An estimate is an estimate anyway: o200k_base and a provider's own
-// tokenizer differ by more than the extrapolation adds.
+// maxVisible bounds the visible text a Stream keeps uncounted for the
+// estimate: 64 KiB (about 16,000 tokens). Text is counted as it settles
+// (compact), so only text that never ends a word with a space (Chinese,
+// Japanese, one huge token run) comes near it; past it the estimate is
+// extrapolated by the byte ratio. The bound is what an open stream holds
+// at most for its estimate, and what the estimate costs at its end, in the
+// handler before the response's last chunk goes out: counting 64 KiB
+// takes about 2.5 ms of CPU for prose and code and 7.5 ms for Japanese,
+// whose runs of letters are long pieces to merge (BenchmarkEstimateAtBound;
+// prose took 11–15 ms and 4.8 MB of allocations with tiktoken-go, 185 ms
+// and 85 MB for 1 MiB before that). An estimate is an estimate anyway:
+// o200k_base and a provider's own tokenizer differ by more than the
+// extrapolation adds.
 const maxVisible = 64 << 10
 
+// compactAt is how much visible text a Stream keeps before Compact counts
+// the part of it that later text cannot change and lets it go.
+const compactAt = 4 << 10
+
 // content is what a stream or a response body carried so far, for token
-// accounting: the usage, which kinds of content appeared, and the start of
-// the visible text.
+// accounting: the usage, which kinds of content appeared, and the visible
+// text, counted as it settles (Compact) or kept whole up to maxVisible.
 type content struct {
 	usage        Usage
 	sawText      bool
 	sawReasoning bool
 	sawTool      bool
-	visible      []byte // unescaped visible text, at most about maxVisible bytes
-	visibleRaw   int    // raw (escaped) bytes of the text in visible
+	visible      []byte // unescaped visible text not counted yet, at most about maxVisible bytes
+	counted      int    // tokens of the visible text Compact counted and let go
+	uncut        int    // visible[:uncut] has no place tokens.Cut would cut at
+	visibleRaw   int    // raw (escaped) bytes of the text counted and in visible
 	rawTotal     int    // raw bytes of all visible text seen
 }
 
-// addVisible records the raw JSON string contents of visible text.
+// addVisible records the raw JSON string contents of visible text. Once
+// text was left out (visible was full), none after it is kept either: the
+// estimate extrapolates from a beginning without gaps.
 func (c *content) addVisible(raw []byte) {
 	if len(raw) == 0 {
 		return
 	}
+	full := c.rawTotal > c.visibleRaw
 	c.rawTotal += len(raw)
-	if room := maxVisible - len(c.visible); room > 0 {
+	if room := maxVisible - len(c.visible); room > 0 && !full {
 		if len(raw) > room {
 			raw = raw[:room]
 		}
@@ -307,10 +320,33 @@ func (c *content) addVisible(raw []byte) {
 	}
 }
 
+// compact counts visible up to the last place where later text cannot
+// change its tokens (tokens.Cut) and drops that part, once more than
+// compactAt is kept.
+func (c *content) compact() {
+	if len(c.visible) < compactAt {
+		return
+	}
+	// Only the text after the last search is searched (a cut needs the
+	// byte before it too), so text without a cut costs one pass in all.
+	from := max(c.uncut-1, 0)
+	cut := tokens.Cut(c.visible[from:])
+	if cut == 0 {
+		// No word ended with a space: text without spaces stays whole
+		// up to maxVisible.
+		c.uncut = len(c.visible)
+		return
+	}
+	cut += from
+	c.counted += tokens.Count(string(c.visible[:cut]))
+	c.visible = c.visible[:copy(c.visible, c.visible[cut:])]
+	c.uncut = len(c.visible) // the cut was the last one
+}
+
 // estimate counts the tokens of the visible text, extrapolating by bytes
 // past what was kept.
 func (c *content) estimate() int {
-	n := tokens.Count(string(c.visible))
+	n := c.counted + tokens.Count(string(c.visible))
 	if c.rawTotal > c.visibleRaw && c.visibleRaw > 0 {
 		n = int(float64(n) * float64(c.rawTotal) / float64(c.visibleRaw))
 	}
@@ -515,6 +551,12 @@ func (s *Stream) Event(ev *sse.Event) Result {
 		return Result{Kinds: Heartbeat}
 	}
 	s.events++
+	if len(s.c.visible) >= maxVisible/2 {
+		// The relay compacts while it waits for the upstream; text that
+		// came faster than it ever waited is compacted here, before the
+		// bound would leave it out.
+		s.c.compact()
+	}
 	mark := s.c
 	var e event
 	ok := false
@@ -636,9 +678,20 @@ func (s *Stream) Terminal() Terminal {
 // ended.
 func (s *Stream) Tokens() Tokens { return s.c.tokens(s.events > 0) }
 
-// VisibleText returns the visible text kept so far (at most about 1 MiB),
-// for tests and offline tools; the gateway never stores it.
+// VisibleText returns the visible text kept so far and not yet counted by
+// Compact (at most about maxVisible bytes), for tests and offline tools;
+// the gateway never stores it.
 func (s *Stream) VisibleText() string { return string(s.c.visible) }
+
+// Compact counts the visible text kept so far, up to its last word that a
+// space ended, and lets it go, once more than 4 KiB is kept. A long answer
+// then holds a few KiB of its text rather than up to maxVisible, and its
+// estimate counts all of it instead of extrapolating past maxVisible (text
+// with no such word, as Chinese or Japanese usually is, is still kept and
+// extrapolated). It runs the tokenizer, about 0.1 µs a token: the relay
+// calls it while it waits for the upstream, after the client has the
+// bytes so far, not between an event's arrival and its write.
+func (s *Stream) Compact() { s.c.compact() }
 
 func trimSpace(b []byte) []byte {
 	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\n' || b[0] == '\r') {

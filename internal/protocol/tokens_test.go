@@ -2,8 +2,11 @@ package protocol
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/ttfx/ttfx/internal/sse"
 	"github.com/ttfx/ttfx/internal/tokens"
@@ -200,4 +203,97 @@ func TestDetect(t *testing.T) {
 	if _, ok := Detect([]byte(": only comments\n\n")); ok {
 		t.Error("Detect decided on comments only")
 	}
+}
+
+// TestCompactCountsEverything streams the project's docs and sources (1.5
+// MB, 23 times maxVisible) as chat chunks of 1 to 400 bytes. Calling
+// Compact after each, as the relay does while it waits, the stream keeps
+// at most about compactAt of text; without the calls it compacts itself
+// at maxVisible/2. Either way the estimate is the exact count of the whole
+// text: before Compact, the first maxVisible bytes were counted and the
+// rest extrapolated (436,918 tokens for 460,398 when this was written).
+func TestCompactCountsEverything(t *testing.T) {
+	text := projectText(t)
+	compacted, self := NewStream(OpenAIChat), NewStream(OpenAIChat)
+	kept, selfKept := 0, 0
+	for i, n := 0, 1; i < len(text); n = n%400 + 37 {
+		end := min(i+n, len(text))
+		for end < len(text) && !utf8.RuneStart(text[end]) {
+			end++ // whole runes in every chunk, or JSON would replace the halves
+		}
+		ev := chunk(text[i:end])
+		compacted.Event(ev)
+		self.Event(ev)
+		compacted.Compact()
+		kept = max(kept, len(compacted.VisibleText()))
+		selfKept = max(selfKept, len(self.VisibleText()))
+		i = end
+	}
+	want := tokens.Count(text)
+	for _, s := range []*Stream{compacted, self} {
+		if tk := s.Tokens(); tk.Visible != want || tk.Source != SourceEstimate {
+			t.Errorf("%d visible tokens from %q, want all %d", tk.Visible, tk.Source, want)
+		}
+	}
+	if kept > compactAt+1000 || selfKept > maxVisible/2+1000 {
+		t.Errorf("kept up to %d bytes of text with Compact, %d without; want at most about %d and %d", kept, selfKept, compactAt, maxVisible/2)
+	}
+	t.Logf("%d bytes, %d tokens; kept at most %d bytes with Compact, %d without", len(text), want, kept, selfKept)
+}
+
+// TestCompactWithoutSpaces: text that never ends a word with a space
+// cannot be cut; it is kept up to maxVisible and extrapolated, as without
+// Compact.
+func TestCompactWithoutSpaces(t *testing.T) {
+	s := NewStream(OpenAIChat)
+	piece := strings.Repeat("日本語のテキスト。", 20) // 540 bytes
+	for range 200 {
+		s.Event(chunk(piece))
+		s.Compact()
+	}
+	// A rune cut at the bound is kept as U+FFFD: up to 3 bytes over.
+	if got := len(s.VisibleText()); got < maxVisible-len(piece) || got > maxVisible+3 {
+		t.Fatalf("kept %d bytes, want about %d", got, maxVisible)
+	}
+	want := 200 * tokens.Count(piece)
+	if tk := s.Tokens(); tk.Visible < want*98/100 || tk.Visible > want*102/100 {
+		t.Errorf("%d visible tokens, want about %d", tk.Visible, want)
+	}
+}
+
+// TestCompactThenMalformedEvent: an event that does not parse leaves the
+// counts as they were after the last Compact.
+func TestCompactThenMalformedEvent(t *testing.T) {
+	s := NewStream(OpenAIChat)
+	words := strings.Repeat("word ", 1000) // 5000 bytes, 1000 tokens
+	s.Event(chunk(words))
+	s.Compact()
+	s.Event(chunk("tail"))
+	s.Event(&sse.Event{Data: []byte(`{"choices":[{"delta":{"content":"lost words here"}}`)}) // cut short
+	want := tokens.Count(words + "tail")
+	if tk := s.Tokens(); tk.Visible != want {
+		t.Errorf("%d visible tokens, want %d", tk.Visible, want)
+	}
+}
+
+// projectText is the project's docs and Go sources, for long real text.
+func projectText(tb testing.TB) string {
+	var b strings.Builder
+	for _, pattern := range []string{"../../docs/*.md", "../*/*.go"} {
+		files, err := filepath.Glob(pattern)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, f := range files {
+			t, err := os.ReadFile(f)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			b.Write(t)
+		}
+	}
+	if b.Len() < 3<<19 {
+		tb.Fatalf("only %d bytes of text", b.Len())
+	}
+	return b.String()[:3<<19]
 }

@@ -275,3 +275,31 @@ func TestFailedAttemptSaysWhy(t *testing.T) {
 		}
 	}
 }
+
+// TestLongAnswerCountedWhole relays a 30,000-token answer (about 120 KB of
+// text, twice what a stream kept uncounted before) from an upstream that
+// reports no usage, its events 1 ms apart in batches so that the relay
+// waits between them. The gateway counts the text as it settles, while it
+// waits: the record's visible tokens are exactly the simulator's, where
+// counting the first 64 KiB and extrapolating was about 5 % off.
+func TestLongAnswerCountedWhole(t *testing.T) {
+	up, _ := upstream(t, map[string]sim.Profile{"long": {TextMs: sim.Ms(0), VisibleTokens: 30000, TPS: 30000}})
+	ch := channel("sim-openai", "openai", up.URL, fastTimeouts)
+	ch.NoStreamUsage = true
+	gw, recs := gateway(t, ch)
+	resp, body := do(t, gw.URL, clientKey, call{"chat", "long", true})
+	if resp.StatusCode != http.StatusOK || len(body) < 100_000 {
+		t.Fatalf("status %d, %d bytes", resp.StatusCode, len(body))
+	}
+	rec := recs.get(t, resp.Header.Get("X-Request-Id"))
+	if rec.Tokens.Source != record.TokensEstimate || rec.Tokens.Visible == nil || *rec.Tokens.Visible != 30000 {
+		t.Errorf("visible tokens %s from %q, want 30000 estimated", fmtInt(rec.Tokens.Visible), rec.Tokens.Source)
+	}
+}
+
+func fmtInt(p *int) string {
+	if p == nil {
+		return "none"
+	}
+	return strconv.Itoa(*p)
+}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/debug"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/ttfx/ttfx/internal/relay"
 	"github.com/ttfx/ttfx/internal/route"
 	"github.com/ttfx/ttfx/internal/telemetry"
+	"github.com/ttfx/ttfx/internal/tokens"
 )
 
 // TestHandlerStackFitsEightKiB relays streams with the goroutine stack
@@ -63,6 +65,21 @@ func TestHandlerStackFitsEightKiB(t *testing.T) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusOK)
 		w.(http.Flusher).Flush()
+		if bytes.Contains(body, []byte(`"model":"long"`)) {
+			// 12 KB of text and no usage: the relay counts the text as
+			// it settles, in its wait for the next event (Compact),
+			// and estimates the rest at the end. The words are no
+			// tokens of their own: they take the byte-pair merge, the
+			// tokenizer's deepest path (904 bytes of frame).
+			text := longText[:1000]
+			for range 12 {
+				io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"`+text+`"},"finish_reason":null}]}`+"\n\n")
+				w.(http.Flusher).Flush()
+				time.Sleep(time.Millisecond)
+			}
+			io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
+			return
+		}
 		for _, ev := range []string{
 			`{"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`,
 			`{"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}`,
@@ -87,7 +104,9 @@ func TestHandlerStackFitsEightKiB(t *testing.T) {
 	hedgeA, hedgeB := channel("hedge-a", "openai", up.URL, fastTimeouts), channel("hedge-b", "openai", up.URL, fastTimeouts)
 	first.Models, second.Models, only.Models = []string{"both"}, []string{"both"}, []string{"one"}
 	hedgeA.Models, hedgeB.Models = []string{"hedged"}, []string{"hedged"}
-	chans := []*route.Channel{first, second, only, hedgeA, hedgeB}
+	long := channel("long", "openai", up.URL, fastTimeouts)
+	long.Models, long.NoStreamUsage = []string{"long"}, true
+	chans := []*route.Channel{first, second, only, hedgeA, hedgeB, long}
 	hedged := &route.Route{Models: []string{"hedged"}, Hedge: &route.HedgePolicy{After: time.Millisecond, MaxShare: 1}}
 	// In production the metrics are recorded on the handler's goroutine.
 	g := relay.New(relay.Options{Router: route.New(chans, route.Options{Routes: []*route.Route{hedged}, Seed: 1}), Keys: keys,
@@ -104,7 +123,7 @@ func TestHandlerStackFitsEightKiB(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// Streams and a whole answer, over new and kept-alive connections.
-	for _, c := range []call{{"chat", "both", true}, {"chat", "one", true}, {"chat", "one", false}, {"chat", "both", true}, {"chat", "one", true}, {"chat", "hedged", true}, {"chat", "hedged", true}} {
+	for _, c := range []call{{"chat", "both", true}, {"chat", "one", true}, {"chat", "one", false}, {"chat", "both", true}, {"chat", "one", true}, {"chat", "hedged", true}, {"chat", "hedged", true}, {"chat", "long", true}} {
 		resp, err := http.DefaultClient.Do(c.request(ctx, gw.URL, clientKey))
 		if err != nil {
 			t.Fatalf("%+v: %v", c, err)
@@ -114,8 +133,15 @@ func TestHandlerStackFitsEightKiB(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%+v: %d %.200s", c, resp.StatusCode, body)
 		}
-		if rec := recs.get(t, resp.Header.Get("X-Request-Id")); rec.Status != "ok" || rec.Stream != c.stream {
+		rec := recs.get(t, resp.Header.Get("X-Request-Id"))
+		if rec.Status != "ok" || rec.Stream != c.stream {
 			t.Fatalf("%+v: record status %q, stream %v", c, rec.Status, rec.Stream)
+		}
+		if want := tokens.Count(strings.Repeat(longText[:1000], 12)); c.model == "long" && (rec.Tokens.Visible == nil || *rec.Tokens.Visible != want) {
+			t.Fatalf("%+v: visible tokens %s, want %d", c, fmtInt(rec.Tokens.Visible), want)
 		}
 	}
 }
+
+// longText is words that o200k_base splits into several tokens each.
+var longText = strings.Repeat("zxqvbnmwords qwzxkjhgf ", 50)

@@ -116,6 +116,10 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 		}
 		if started {
 			idle.waiting()
+			// The client has every byte so far and the reader is about
+			// to wait: the visible text counted now lets a long answer
+			// keep a few KiB of it, not up to 64 KiB.
+			st.Compact()
 		}
 	}
 	rd.OnWait(flush)

@@ -5,9 +5,11 @@
 // simulator builds its text from whole tokens of the same tokenizer, so its
 // reported usage and the estimate agree.
 //
-// It is written for the gateway: counting allocates nothing, about 0.1 µs
-// a token, and the vocabulary costs about 3 MB of flat arrays that garbage
-// collection does not walk (see vocab.go and BenchmarkCount).
+// It is written for the gateway, where it replaced tiktoken-go (0.65 µs and
+// 270 bytes of garbage a token, a map of 200,000 strings): counting
+// allocates nothing, takes about 0.1 µs a token, and the vocabulary costs
+// about 3 MB of flat arrays that garbage collection does not walk (see
+// vocab.go and BenchmarkCount). tiktoken-go remains the tests' reference.
 package tokens
 
 import (
@@ -65,4 +67,22 @@ func each(text string, fn func(tok string)) {
 		v.pieceTokens(text[i:end], fn)
 		i = end
 	}
+}
+
+// Cut returns where text can be cut to count it in parts as it grows:
+// Count(text + more) == Count(text[:cut]) + Count(text[cut:] + more) for
+// any more that follows. It is the last space that follows an ASCII
+// letter, or 0 when there is none. The piece that holds the letter is a
+// run of letters (with perhaps one rune before it and a contraction in it,
+// alternatives 1 and 2), and a space ends the run as the end of the text
+// does, so it ends at the space either way; every piece before it ended
+// before the letters did; and the piece after it starts at the space
+// whatever came before, since the expression looks only ahead.
+func Cut(text []byte) int {
+	for i := len(text) - 1; i > 0; i-- {
+		if text[i] == ' ' && ('a' <= text[i-1]|0x20 && text[i-1]|0x20 <= 'z') {
+			return i
+		}
+	}
+	return 0
 }

@@ -234,7 +234,7 @@ func corpus(t testing.TB) []string {
 		"line one  \n\n  \n\tindented\r\n\r\n   trailing   ",
 	}
 	var files []string
-	for _, p := range []string{"../../docs/*.md", "../relay/*.go", "../../../shared/fixtures/*.sse"} {
+	for _, p := range []string{"../../docs/*.md", "../relay/*.go", "../../testdata/fixtures/*.sse"} {
 		m, _ := filepath.Glob(p)
 		files = append(files, m...)
 	}
@@ -268,4 +268,49 @@ func FuzzCount(f *testing.F) {
 			t.Fatalf("Count(%q) = %d, want %d", s, n, len(want))
 		}
 	})
+}
+
+// TestCutKeepsCounts checks Cut's promise at every place it could cut, not
+// only the last: the tokens of the text before it and of the text from it
+// on, whatever follows, add up to the whole's.
+func TestCutKeepsCounts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	// Words, spaces and the runes that attach to them most: apostrophes,
+	// marks, upper and lower letters of several kinds, digits, punctuation.
+	more := append([]string{"a", "b", "c", "X", "Y", " ", " ", " ", " ", "  ", "'", "s", "\u0301", "中", "9", "."}, alphabet...)
+	var texts []string
+	for _, s := range corpus(t) {
+		texts = append(texts, s[:min(len(s), 3000)]) // every cut of it is counted
+	}
+	for range 3000 {
+		var b strings.Builder
+		for range 1 + rng.IntN(60) {
+			b.WriteString(more[rng.IntN(len(more))])
+		}
+		texts = append(texts, b.String())
+	}
+	cuts := 0
+	for _, s := range texts {
+		whole := Count(s)
+		for i := 1; i < len(s); i++ {
+			if Cut([]byte(s[:i+1])) != i {
+				continue
+			}
+			cuts++
+			if got := Count(s[:i]) + Count(s[i:]); got != whole {
+				t.Fatalf("cut %q | %q: %d + %d tokens, whole %d", s[:i], s[i:], Count(s[:i]), Count(s[i:]), whole)
+			}
+		}
+	}
+	if cuts < 10000 {
+		t.Fatalf("only %d cuts tried", cuts)
+	}
+	for _, s := range []string{"", " ", "a", "ab", " a", "中 ", "1 ", ". "} {
+		if c := Cut([]byte(s)); c != 0 {
+			t.Errorf("Cut(%q) = %d, want 0", s, c)
+		}
+	}
+	if c := Cut([]byte("one two  three")); c != 7 {
+		t.Errorf("Cut = %d, want 7 (the space after \"two\")", c)
+	}
 }
