@@ -724,13 +724,18 @@ func liveMem() ohMem {
 //   - 1000-tokens: 1000 tokens at once, then nothing until the end is due a
 //     minute later, measured once the last token has arrived (a long
 //     answer in progress: what the relay keeps of a stream as it grows,
-//     such as the visible text it counts tokens over, shows here).
+//     such as the visible text it counts tokens over, shows here);
+//   - 5000-tokens: the same with 5000 tokens (about 20 KB of text, of
+//     which the stream keeps what it has not counted yet).
 func BenchmarkOverheadMemory(b *testing.B) {
 	b.Run("first-text", func(b *testing.B) {
 		holdStreams(b, sim.Profile{TextMs: sim.Ms(0), VisibleTokens: 400, TPS: 2}, 0)
 	})
 	b.Run("1000-tokens", func(b *testing.B) {
 		holdStreams(b, sim.Profile{TextMs: sim.Ms(0), VisibleTokens: 1000, TPS: 1e9, EndMs: sim.Ms(60_000)}, 999)
+	})
+	b.Run("5000-tokens", func(b *testing.B) {
+		holdStreams(b, sim.Profile{TextMs: sim.Ms(0), VisibleTokens: 5000, TPS: 1e9, EndMs: sim.Ms(60_000)}, 4999)
 	})
 }
 
