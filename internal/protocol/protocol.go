@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ttfx/ttfx/internal/jsonscan"
 	"github.com/ttfx/ttfx/internal/sse"
@@ -291,6 +292,13 @@ const maxVisible = 64 << 10
 // counting as it goes (BenchmarkOverheadMemory in internal/relay).
 const compactAt = 2 << 10
 
+// maxCounted bounds the visible text a stream counts: past 256 KiB (about
+// 64,000 tokens, more than most models answer at once) the estimate
+// extrapolates by bytes from it. It bounds what counting costs a stream:
+// about 25 ms for ordinary text, and at most about 150 ms for text built
+// to be slow to merge (one byte or a space repeated: about 0.6 µs a byte).
+const maxCounted = 256 << 10
+
 // content is what a stream or a response body carried so far, for token
 // accounting: the usage, which kinds of content appeared, and the visible
 // text, counted as it settles (Compact) or kept whole up to maxVisible.
@@ -301,21 +309,22 @@ type content struct {
 	sawTool      bool
 	visible      []byte // unescaped visible text not counted yet, at most about maxVisible bytes
 	counted      int    // tokens of the visible text Compact counted and let go
-	uncut        int    // visible[:uncut] has no place tokens.Cut would cut at
+	uncut        int    // no place in visible before uncut is one tokens.Cut would cut at
 	visibleRaw   int    // raw (escaped) bytes of the text counted and in visible
 	rawTotal     int    // raw bytes of all visible text seen
 }
 
 // addVisible records the raw JSON string contents of visible text. Once
-// text was left out (visible was full), none after it is kept either: the
-// estimate extrapolates from a beginning without gaps.
+// text was left out (visible was full, or maxCounted was counted), none
+// after it is kept either: the estimate extrapolates from a beginning
+// without gaps.
 func (c *content) addVisible(raw []byte) {
 	if len(raw) == 0 {
 		return
 	}
 	full := c.rawTotal > c.visibleRaw
 	c.rawTotal += len(raw)
-	if room := maxVisible - len(c.visible); room > 0 && !full {
+	if room := min(maxVisible-len(c.visible), maxCounted-c.visibleRaw); room > 0 && !full {
 		if len(raw) > room {
 			raw = raw[:room]
 		}
@@ -331,26 +340,33 @@ func (c *content) compact() {
 	if len(c.visible) < compactAt {
 		return
 	}
-	// Only the text after the last search is searched (a cut needs the
-	// byte before it too), so text without a cut costs one pass in all.
-	from := max(c.uncut-1, 0)
-	cut := tokens.Cut(c.visible[from:])
+	// Only the text after the last search is searched, so text without a
+	// cut costs about one pass in all.
+	cut := tokens.Cut(c.visible, c.uncut)
 	if cut == 0 {
-		// No word ended with a space: text without spaces stays whole
-		// up to maxVisible.
-		c.uncut = len(c.visible)
+		// Nowhere to cut (no space after a word, no line break before
+		// one): the text stays whole up to maxVisible. The last rune may
+		// be cut short; its place is searched again.
+		c.uncut = max(len(c.visible)-utf8.UTFMax, 0)
 		return
 	}
-	cut += from
-	c.counted += tokens.Count(string(c.visible[:cut]))
-	c.visible = c.visible[:copy(c.visible, c.visible[cut:])]
-	c.uncut = len(c.visible) // the cut was the last one
+	c.counted += tokens.CountBytes(c.visible[:cut])
+	tail := c.visible[cut:]
+	if cap(c.visible) > 4*compactAt && len(tail) <= compactAt {
+		// A burst grew the buffer: let it go with the text.
+		c.visible = append(make([]byte, 0, 2*compactAt), tail...)
+	} else {
+		c.visible = c.visible[:copy(c.visible, tail)]
+	}
+	// The cut was the last one; a rune cut short at the end is searched
+	// again.
+	c.uncut = max(len(c.visible)-utf8.UTFMax, 0)
 }
 
 // estimate counts the tokens of the visible text, extrapolating by bytes
 // past what was kept.
 func (c *content) estimate() int {
-	n := c.counted + tokens.Count(string(c.visible))
+	n := c.counted + tokens.CountBytes(c.visible)
 	if c.rawTotal > c.visibleRaw && c.visibleRaw > 0 {
 		n = int(float64(n) * float64(c.rawTotal) / float64(c.visibleRaw))
 	}

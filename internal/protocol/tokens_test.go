@@ -205,15 +205,15 @@ func TestDetect(t *testing.T) {
 	}
 }
 
-// TestCompactCountsEverything streams the project's docs and sources (1.5
-// MB, 23 times maxVisible) as chat chunks of 1 to 400 bytes. Calling
+// TestCompactCountsEverything streams 200 KB of the project's docs and
+// sources (3 times maxVisible) as chat chunks of 1 to 400 bytes. Calling
 // Compact after each, as the relay does while it waits, the stream keeps
 // at most about compactAt of text; without the calls it compacts itself
 // at maxVisible/2. Either way the estimate is the exact count of the whole
 // text: before Compact, the first maxVisible bytes were counted and the
 // rest extrapolated (436,918 tokens for 460,398 when this was written).
 func TestCompactCountsEverything(t *testing.T) {
-	text := projectText(t)
+	text := projectText(t)[:200_000] // under maxCounted, escaped as JSON
 	compacted, self := NewStream(OpenAIChat), NewStream(OpenAIChat)
 	kept, selfKept := 0, 0
 	for i, n := 0, 1; i < len(text); n = n%400 + 37 {
@@ -239,6 +239,29 @@ func TestCompactCountsEverything(t *testing.T) {
 		t.Errorf("kept up to %d bytes of text with Compact, %d without; want at most about %d and %d", kept, selfKept, compactAt, maxVisible/2)
 	}
 	t.Logf("%d bytes, %d tokens; kept at most %d bytes with Compact, %d without", len(text), want, kept, selfKept)
+}
+
+// TestCountingIsBounded: past maxCounted of text, a stream counts no more
+// and extrapolates, so counting costs a stream a bounded time.
+func TestCountingIsBounded(t *testing.T) {
+	text := projectText(t) // 1.5 MB
+	s := NewStream(OpenAIChat)
+	for i := 0; i < len(text); {
+		end := min(i+300, len(text))
+		for end < len(text) && !utf8.RuneStart(text[end]) {
+			end++
+		}
+		s.Event(chunk(text[i:end]))
+		s.Compact()
+		i = end
+	}
+	if s.c.visibleRaw > maxCounted {
+		t.Errorf("counted %d bytes, bound %d", s.c.visibleRaw, maxCounted)
+	}
+	want := tokens.Count(text)
+	if tk := s.Tokens(); tk.Visible == want || tk.Visible < want*9/10 || tk.Visible > want*11/10 {
+		t.Errorf("%d visible tokens, want an extrapolation near %d", tk.Visible, want)
+	}
 }
 
 // TestCompactWithoutSpaces: text that never ends a word with a space
@@ -296,4 +319,39 @@ func projectText(tb testing.TB) string {
 		tb.Fatalf("only %d bytes of text", b.Len())
 	}
 	return b.String()[:3<<19]
+}
+
+// TestCompactOtherScripts: words that end in any letter before a space,
+// and lines of Chinese, are counted as they settle too.
+func TestCompactOtherScripts(t *testing.T) {
+	for _, piece := range []string{
+		strings.Repeat("Съешь же ещё этих мягких французских булок, да выпей чаю. ", 6),
+		strings.Repeat("Ο Ζεύς και η Ήρα. Café résumé naïve élan. ", 8),
+		strings.Repeat("我们今天讨论的是网关的延迟。\n第二行也没有空格：", 12),
+	} {
+		s := NewStream(OpenAIChat)
+		kept := 0
+		for range 100 {
+			s.Event(chunk(piece))
+			s.Compact()
+			kept = max(kept, len(s.VisibleText()))
+		}
+		if kept > compactAt+len(piece) {
+			t.Errorf("%.20q…: kept up to %d bytes, want at most about %d", piece, kept, compactAt)
+		}
+		if want := tokens.Count(strings.Repeat(piece, 100)); s.Tokens().Visible != want {
+			t.Errorf("%.20q…: %d visible tokens, want %d", piece, s.Tokens().Visible, want)
+		}
+	}
+}
+
+// TestCompactLetsABurstGo: the buffer a burst grew is let go of with the
+// text, not kept for the rest of the stream.
+func TestCompactLetsABurstGo(t *testing.T) {
+	s := NewStream(OpenAIChat)
+	s.Event(chunk(strings.Repeat("a burst of words ", 2000))) // 34 KB
+	s.Compact()
+	if c := cap(s.c.visible); c > 4*compactAt {
+		t.Errorf("after the burst's text was counted, its buffer holds %d bytes", c)
+	}
 }

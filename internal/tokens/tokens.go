@@ -13,11 +13,18 @@
 package tokens
 
 import (
+	"unicode"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Encoding names the tokenizer used for every estimate.
 const Encoding = "o200k_base"
+
+// Load builds the vocabulary's table now (about 15 ms and 3 MB), rather
+// than in the first call that needs it, where it would hold that call and
+// any other waiting for it.
+func Load() { vocabulary() }
 
 // Count returns the number of o200k_base tokens in text. Invalid UTF-8 is
 // read as U+FFFD for each bad byte, as tiktoken-go's Count reads it; it
@@ -26,6 +33,15 @@ func Count(text string) int {
 	n := 0
 	each(text, func(string) { n++ })
 	return n
+}
+
+// CountBytes is Count of string(text), without the copy: Count keeps
+// nothing of its text once it returns.
+func CountBytes(text []byte) int {
+	if len(text) == 0 {
+		return 0
+	}
+	return Count(unsafe.String(&text[0], len(text)))
 }
 
 // Encode returns the token ids of text.
@@ -71,17 +87,36 @@ func each(text string, fn func(tok string)) {
 
 // Cut returns where text can be cut to count it in parts as it grows:
 // Count(text + more) == Count(text[:cut]) + Count(text[cut:] + more) for
-// any more that follows. It is the last space that follows an ASCII
-// letter, or 0 when there is none. The piece that holds the letter is a
-// run of letters (with perhaps one rune before it and a contraction in it,
-// alternatives 1 and 2), and a space ends the run as the end of the text
-// does, so it ends at the space either way; every piece before it ended
-// before the letters did; and the piece after it starts at the space
-// whatever came before, since the expression looks only ahead.
-func Cut(text []byte) int {
-	for i := len(text) - 1; i > 0; i-- {
-		if text[i] == ' ' && ('a' <= text[i-1]|0x20 && text[i-1]|0x20 <= 'z') {
-			return i
+// any more that follows. It is the last place of either kind below, or 0
+// when there is none:
+//
+//   - a space after a rune that is not white space. No piece holds both:
+//     runs of letters, of numbers and of other runes (alternatives 1 to 4)
+//     all stop at a space, as they stop at the end of the text, and the
+//     space is no contraction nor one of alternative 4's trailing [\r\n/].
+//     So the piece before ends there whether more text follows or not.
+//   - the rune after a line break, when it is neither white space nor '/'.
+//     The break ends a piece (alternative 5 takes white space up to its
+//     last line break, alternative 4 takes line breaks and slashes after
+//     its run); the rune after it, already in text, tells where, as the
+//     end of the text would. Chinese and Japanese, which put no spaces
+//     between words, have line breaks.
+//
+// Every piece starts where the one before it ended whatever came before,
+// since the expression looks only ahead. Cut looks no further back than
+// from, for a caller that searched text up to there already.
+func Cut(text []byte, from int) int {
+	for i := len(text) - 1; i > max(from-1, 0); i-- {
+		switch {
+		case text[i] == ' ':
+			if r, _ := utf8.DecodeLastRune(text[:i]); !unicode.IsSpace(r) {
+				return i
+			}
+		case text[i-1] == '\n' && text[i] != '/' && utf8.FullRune(text[i:]):
+			// (A rune cut short at the end of text is not known yet.)
+			if r, _ := utf8.DecodeRune(text[i:]); !unicode.IsSpace(r) {
+				return i
+			}
 		}
 	}
 	return 0

@@ -277,7 +277,8 @@ func TestCutKeepsCounts(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	// Words, spaces and the runes that attach to them most: apostrophes,
 	// marks, upper and lower letters of several kinds, digits, punctuation.
-	more := append([]string{"a", "b", "c", "X", "Y", " ", " ", " ", " ", "  ", "'", "s", "\u0301", "中", "9", "."}, alphabet...)
+	more := append([]string{"a", "b", "c", "X", "Y", " ", " ", " ", " ", "  ", "'", "s", "\u0301", "中", "9", ".",
+		"д", "Ж", "é", "。", "\n", "\n", "\r\n", "/", "\u3000", "\u00a0", "\xe3\x80"}, alphabet...)
 	var texts []string
 	for _, s := range corpus(t) {
 		texts = append(texts, s[:min(len(s), 3000)]) // every cut of it is counted
@@ -289,28 +290,47 @@ func TestCutKeepsCounts(t *testing.T) {
 		}
 		texts = append(texts, b.String())
 	}
+	// Each prefix of a text is what a stream has kept when Cut is
+	// called; the rest of the text is what comes after.
 	cuts := 0
 	for _, s := range texts {
-		whole := Count(s)
-		for i := 1; i < len(s); i++ {
-			if Cut([]byte(s[:i+1])) != i {
+		whole, checked := Count(s), map[int]bool{}
+		for j := 1; j <= len(s); j++ {
+			i := Cut([]byte(s[:j]), 0)
+			if i == 0 || checked[i] {
 				continue
 			}
+			checked[i] = true
 			cuts++
 			if got := Count(s[:i]) + Count(s[i:]); got != whole {
 				t.Fatalf("cut %q | %q: %d + %d tokens, whole %d", s[:i], s[i:], Count(s[:i]), Count(s[i:]), whole)
 			}
 		}
 	}
+	// from bounds the search, and a rune that starts before it is read
+	// whole.
+	if c := Cut([]byte("a b c"), 2); c != 3 {
+		t.Errorf("Cut(\"a b c\", 2) = %d, want 3", c)
+	}
+	if c := Cut([]byte("a b c"), 4); c != 0 {
+		t.Errorf("Cut(\"a b c\", 4) = %d, want 0", c)
+	}
+	if c := Cut([]byte("x\u3000 "), 3); c != 0 {
+		t.Errorf("Cut after an ideographic space = %d, want 0", c)
+	}
 	if cuts < 10000 {
 		t.Fatalf("only %d cuts tried", cuts)
 	}
-	for _, s := range []string{"", " ", "a", "ab", " a", "中 ", "1 ", ". "} {
-		if c := Cut([]byte(s)); c != 0 {
-			t.Errorf("Cut(%q) = %d, want 0", s, c)
+	for _, tt := range []struct {
+		text string
+		cut  int
+	}{
+		{"", 0}, {" ", 0}, {"a", 0}, {"  a", 0}, {"\n ", 0}, {"\u3000 ", 0}, {"a\n/", 0}, {"a\n\xe3\x80", 0}, {"\na\n/", 1},
+		{"one two  three", 7}, {"中 ", 3}, {"1 ", 1}, {". ", 1}, {"да нет", 4},
+		{"第一行。\n第二行", 13}, {"a\n\xff", 2}, {"a\nb \u00a0", 3},
+	} {
+		if c := Cut([]byte(tt.text), 0); c != tt.cut {
+			t.Errorf("Cut(%q) = %d, want %d", tt.text, c, tt.cut)
 		}
-	}
-	if c := Cut([]byte("one two  three")); c != 7 {
-		t.Errorf("Cut = %d, want 7 (the space after \"two\")", c)
 	}
 }
