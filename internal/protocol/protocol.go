@@ -295,8 +295,9 @@ const compactAt = 2 << 10
 // maxCounted bounds the visible text a stream counts: past 256 KiB (about
 // 64,000 tokens, more than most models answer at once) the estimate
 // extrapolates by bytes from it. It bounds what counting costs a stream:
-// about 25 ms for ordinary text, and at most about 150 ms for text built
-// to be slow to merge (one byte or a space repeated: about 0.6 µs a byte).
+// about 25 ms for ordinary text, and at most about 170 ms for text built
+// to be slow to merge (256 KiB of one letter or of spaces in one piece:
+// about 0.65 µs a byte).
 const maxCounted = 256 << 10
 
 // content is what a stream or a response body carried so far, for token
