@@ -143,6 +143,46 @@ func FuzzStream(f *testing.F) {
 	})
 }
 
+// FuzzCompact streams any input, repeated to at least 16 KB so that text
+// builds up past compactAt, to two Streams of each API: one compacted
+// after every piece as the relay does, one not. Their visible token counts
+// must agree: counting as the text settles changes nothing, whatever the
+// events (malformed ones included).
+func FuzzCompact(f *testing.F) {
+	files, _ := filepath.Glob("../../testdata/fixtures/*.sse")
+	for _, file := range files {
+		if b, err := os.ReadFile(file); err == nil && len(b) < 8192 {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"one word, two\\nlines \"}}]}\n\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if len(in) == 0 || len(in) > 8192 {
+			return
+		}
+		in = bytes.Repeat(in, (16<<10)/len(in)+1)
+		for _, api := range APIs {
+			compacted, whole := NewStream(api), NewStream(api)
+			r := sse.NewReader(bytes.NewReader(in), 0)
+			for {
+				p, err := r.Next()
+				if err != nil {
+					break
+				}
+				compacted.Piece(p)
+				whole.Piece(p)
+				compacted.Compact()
+			}
+			if whole.c.rawTotal > whole.c.visibleRaw || compacted.c.rawTotal > compacted.c.visibleRaw {
+				continue // past a bound both extrapolate, from different places
+			}
+			if got, want := compacted.Tokens(), whole.Tokens(); got != want {
+				t.Fatalf("%s: compacted %+v, whole %+v", api, got, want)
+			}
+		}
+	})
+}
+
 // FuzzParseResponse checks that any body either parses or fails with an
 // error, and that invalid JSON always fails.
 func FuzzParseResponse(f *testing.F) {
