@@ -334,3 +334,27 @@ func TestCutKeepsCounts(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCut checks Cut's promise on any text: wherever it cuts a prefix of
+// the text, the rest of the text as what follows, the counts add up.
+func FuzzCut(f *testing.F) {
+	for _, s := range []string{"one two\nthree", "a\n/b c", "x\u3000 y", "д\u00a0 е", "第一行。\n第二行 x", "it's  'll \r\n\tgo"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if len(s) > 2048 {
+			return
+		}
+		whole, checked := Count(s), map[int]bool{}
+		for j := 1; j <= len(s); j++ {
+			i := Cut([]byte(s[:j]), 0)
+			if i == 0 || checked[i] {
+				continue
+			}
+			checked[i] = true
+			if got := Count(s[:i]) + Count(s[i:]); got != whole {
+				t.Fatalf("cut %q | %q: %d tokens, whole %d", s[:i], s[i:], got, whole)
+			}
+		}
+	})
+}
