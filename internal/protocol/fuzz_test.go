@@ -92,16 +92,21 @@ func FuzzGemini(f *testing.F) {
 	f.Fuzz(func(t *testing.T, typ string, data []byte) { checkEvent(t, Gemini, typ, data) })
 }
 
-// FuzzStream runs whole byte streams through the SSE reader and a Stream
-// of each API: every piece is classified, counted once (comment pieces once
-// per comment line), and nothing panics.
-func FuzzStream(f *testing.F) {
+// seedStreams adds the recorded streams under 8 KiB to f, whole.
+func seedStreams(f *testing.F) {
 	files, _ := filepath.Glob("../../testdata/fixtures/*.sse")
 	for _, file := range files {
 		if b, err := os.ReadFile(file); err == nil && len(b) < 8192 {
 			f.Add(b)
 		}
 	}
+}
+
+// FuzzStream runs whole byte streams through the SSE reader and a Stream
+// of each API: every piece is classified, counted once (comment pieces once
+// per comment line), and nothing panics.
+func FuzzStream(f *testing.F) {
+	seedStreams(f)
 	f.Add([]byte(": ping\n\ndata:\n\ndata: [DONE]\n\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		for _, api := range APIs {
@@ -149,12 +154,7 @@ func FuzzStream(f *testing.F) {
 // must agree: counting as the text settles changes nothing, whatever the
 // events (malformed ones included).
 func FuzzCompact(f *testing.F) {
-	files, _ := filepath.Glob("../../testdata/fixtures/*.sse")
-	for _, file := range files {
-		if b, err := os.ReadFile(file); err == nil && len(b) < 8192 {
-			f.Add(b)
-		}
-	}
+	seedStreams(f)
 	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"one word, two\\nlines \"}}]}\n\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if len(in) == 0 || len(in) > 8192 {

@@ -271,11 +271,12 @@ func (t Terminal) MarshalText() ([]byte, error) { return []byte(t.String()), nil
 
 // maxVisible bounds the visible text a Stream keeps uncounted for the
 // estimate: 64 KiB (about 16,000 tokens). Text is counted as it settles
-// (compact), so only text that never ends a word with a space (Chinese,
-// Japanese, one huge token run) comes near it; past it the estimate is
-// extrapolated by the byte ratio. The bound is what an open stream holds
-// at most for its estimate, and what the estimate costs at its end, in the
-// handler before the response's last chunk goes out: counting 64 KiB
+// (compact), so only text with neither a space after a word nor a line
+// break (Japanese without line breaks, one huge run of letters) comes near
+// it; past it the estimate is extrapolated by the byte ratio. The bound is
+// what an open stream holds at most for its estimate, and what the
+// estimate costs at its end, in the handler before the response's last
+// chunk goes out: counting 64 KiB
 // takes about 2.5 ms of CPU for prose and code and 7.5 ms for Japanese,
 // whose runs of letters are long pieces to merge (BenchmarkEstimateAtBound;
 // prose took 11–15 ms and 4.8 MB of allocations with tiktoken-go, 185 ms
@@ -704,12 +705,13 @@ func (s *Stream) Tokens() Tokens { return s.c.tokens(s.events > 0) }
 // the gateway never stores it.
 func (s *Stream) VisibleText() string { return string(s.c.visible) }
 
-// Compact counts the visible text kept so far, up to its last word that a
-// space ended, and lets it go, once more than 2 KiB is kept. A long answer
-// then holds a few KiB of its text rather than up to maxVisible, and its
-// estimate counts all of it instead of extrapolating past maxVisible (text
-// with no such word, as Chinese or Japanese usually is, is still kept and
-// extrapolated). It runs the tokenizer, about 0.1 µs a token: the relay
+// Compact counts the visible text kept so far, up to the last place later
+// text cannot change (tokens.Cut: a space after a word, a line break), and
+// lets it go, once more than 2 KiB is kept. A long answer then holds a few
+// KiB of its text rather than up to maxVisible, and its estimate counts
+// all of it, up to maxCounted, instead of extrapolating past maxVisible
+// (text with no such place, as Japanese without line breaks, is still kept
+// and extrapolated). It runs the tokenizer, about 0.1 µs a token: the relay
 // calls it while it waits for the upstream, after the client has the
 // bytes so far, not between an event's arrival and its write.
 func (s *Stream) Compact() { s.c.compact() }

@@ -294,18 +294,7 @@ func TestCutKeepsCounts(t *testing.T) {
 	// called; the rest of the text is what comes after.
 	cuts := 0
 	for _, s := range texts {
-		whole, checked := Count(s), map[int]bool{}
-		for j := 1; j <= len(s); j++ {
-			i := Cut([]byte(s[:j]), 0)
-			if i == 0 || checked[i] {
-				continue
-			}
-			checked[i] = true
-			cuts++
-			if got := Count(s[:i]) + Count(s[i:]); got != whole {
-				t.Fatalf("cut %q | %q: %d + %d tokens, whole %d", s[:i], s[i:], Count(s[:i]), Count(s[i:]), whole)
-			}
-		}
+		cuts += checkCuts(t, s)
 	}
 	// from bounds the search, and a rune that starts before it is read
 	// whole.
@@ -345,16 +334,23 @@ func FuzzCut(f *testing.F) {
 		if len(s) > 2048 {
 			return
 		}
-		whole, checked := Count(s), map[int]bool{}
-		for j := 1; j <= len(s); j++ {
-			i := Cut([]byte(s[:j]), 0)
-			if i == 0 || checked[i] {
-				continue
-			}
-			checked[i] = true
-			if got := Count(s[:i]) + Count(s[i:]); got != whole {
-				t.Fatalf("cut %q | %q: %d tokens, whole %d", s[:i], s[i:], got, whole)
-			}
-		}
+		checkCuts(t, s)
 	})
+}
+
+// checkCuts checks Cut on every prefix of s, the rest of s being what
+// follows it, and returns how many places it checked.
+func checkCuts(t testing.TB, s string) int {
+	whole, checked := Count(s), map[int]bool{}
+	for j := 1; j <= len(s); j++ {
+		i := Cut([]byte(s[:j]), 0)
+		if i == 0 || checked[i] {
+			continue
+		}
+		checked[i] = true
+		if got := Count(s[:i]) + Count(s[i:]); got != whole {
+			t.Fatalf("cut %q | %q: %d + %d tokens, whole %d", s[:i], s[i:], Count(s[:i]), Count(s[i:]), whole)
+		}
+	}
+	return len(checked)
 }
