@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -39,7 +40,8 @@ func main() {
 	}
 }
 
-// mock streams: a role chunk at once, then N 16-byte content deltas every gap, then [DONE].
+// mock streams: a role chunk at once, then N 16-byte content deltas every gap, then [DONE]
+// (N from --events, or from the request's ?events=N).
 func mock(args []string) {
 	fs := flag.NewFlagSet("mock", flag.ExitOnError)
 	addr := fs.String("listen", "127.0.0.1:9101", "")
@@ -50,16 +52,23 @@ func mock(args []string) {
 	fs.Parse(args)
 	role := []byte(`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n")
 	delta := []byte(`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"tok tok tok tok "},"finish_reason":null}]}` + "\n\n")
-	fin := []byte(`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":` + fmt.Sprint(*n*4) + `,"total_tokens":` + fmt.Sprint(*n*4+5) + `}}` + "\n\ndata: [DONE]\n\n")
+	fin := func(n int) []byte {
+		return []byte(`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":` + fmt.Sprint(n*4) + `,"total_tokens":` + fmt.Sprint(n*4+5) + `}}` + "\n\ndata: [DONE]\n\n")
+	}
 	h := func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/healthz" {
 			w.WriteHeader(200)
 			return
 		}
 		io.Copy(io.Discard, r.Body)
-		pace := *gap
+		pace, events := *gap, *n
 		if r.URL.Query().Has("hold") {
 			pace = *holdGap
+		}
+		// ?events=N: this stream's length (the harness's one-stream arm
+		// takes many short streams, for percentiles of more samples).
+		if v, err := strconv.Atoi(r.URL.Query().Get("events")); err == nil && v >= 1 && v <= 100000 {
+			events = v
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		rc := http.NewResponseController(w)
@@ -73,14 +82,14 @@ func mock(args []string) {
 		w.Write(role)
 		rc.Flush()
 		start := time.Now()
-		for i := 1; i <= *n; i++ {
+		for i := 1; i <= events; i++ {
 			time.Sleep(time.Until(start.Add(time.Duration(i) * pace)))
 			if _, err := w.Write(delta); err != nil {
 				return
 			}
 			rc.Flush()
 		}
-		w.Write(fin)
+		w.Write(fin(events))
 		rc.Flush()
 	}
 	log.Fatal(http.ListenAndServe(*addr, http.HandlerFunc(h)))

@@ -19,6 +19,11 @@
 # HIGH_CONCURRENCY arm and prints where each one's CPU per stream goes, by category, and how much
 # more each ttfx arm spends than the bare proxy in each (cpudiff.py); perf's sampling adds a
 # little CPU to those arms' figures.
+# C1_STREAMS=N runs N streams (default 15) one at a time in each round's one-stream arm, and
+# C1_EVENTS=E makes those streams E events long (default the mock's 64, 1.3 s each): with
+#   C1_STREAMS=100 C1_EVENTS=4 scripts/perf/run.sh . 3 200
+# the one-stream percentiles come from 100 streams a round, not 15, in about the same time
+# (15 samples make p50 move by tenths of a millisecond from round to round, and p99 their maximum).
 # At HIGH_CONCURRENCY it also reports the first text of the streams that open their connections
 # (the first HIGH) and of those on kept-alive connections (the next HIGH) apart: the overall p50
 # lies between the two modes.
@@ -112,15 +117,16 @@ for r in $(seq 1 "$rounds"); do
   for a in $arms; do
     name=${a%%=*}; url=${a#*=}/v1/chat/completions
     pidvar=pid_$name; pid=${!pidvar:-}
-    for spec in "1 15 c1" "$high $((high*2)) chigh"; do
+    for spec in "1 ${C1_STREAMS:-15} c1" "$high $((high*2)) chigh"; do
       set -- $spec
+      q=; [ "$3" = c1 ] && [ -n "${C1_EVENTS:-}" ] && q="?events=$C1_EVENTS"
       before=0; [ -n "$pid" ] && before=$(cpu_ticks "$pid")
       prof=
       if [ -n "${PROFILE:-}" ] && [ -n "$pid" ] && [ "$3" = chigh ]; then
         perf record -q -e cpu-clock -F 999 -g -p "$(echo $pid $(pgrep -P "$pid") | tr " " ,)" -o "$work/perf.$name.$r.data" >/dev/null 2>&1 &
         prof=$!; sleep 0.3
       fi
-      "$work/perfkit" load --url "$url" --key perf-key-000000000001 -c "$1" -n "$2" --label "$name" --json >"$work/one.json"
+      "$work/perfkit" load --url "$url$q" --key perf-key-000000000001 -c "$1" -n "$2" --label "$name" --json >"$work/one.json"
       if [ -n "$prof" ]; then
         kill -INT "$prof"; wait "$prof"
         profiles="${profiles:-} $name:$2:$work/perf.$name.$r.data"
