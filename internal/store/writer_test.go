@@ -213,6 +213,40 @@ func TestWriterPaces(t *testing.T) {
 	}
 }
 
+// TestWriterDefaultPaceSharesTransactions: with the default options, a
+// record every 80 ms — a gateway relaying short streams one after another —
+// is not a transaction per record (each costs SQLite its fixed work; issue
+// 15), while the first record, finding the writer idle, is still written
+// within the settle.
+func TestWriterDefaultPaceSharesTransactions(t *testing.T) {
+	s, _ := openTestSQLite(t)
+	c := &countingStore{Store: s}
+	w := NewWriter(c, WriterOptions{})
+	defer w.Close(context.Background())
+	at := time.Now()
+	w.Record(new(fullRecord(idN(0), testBase)))
+	waitFor(t, "the first record", func() bool { return w.Stats().Written == 1 })
+	if d := time.Since(at); d > w.opts.Pace/2 {
+		t.Errorf("the first record took %v to be written; want about the settle, well within the pace %v", d, w.opts.Pace)
+	}
+	began := time.Now()
+	n := 1
+	for ; n < 13; n++ {
+		time.Sleep(80 * time.Millisecond)
+		w.Record(new(fullRecord(idN(n), testBase)))
+	}
+	elapsed := time.Since(began)
+	waitFor(t, "the records to be written", func() bool { return w.Stats().Written == uint64(n) })
+	sizes := c.batches()
+	// The first write, then at most one per 200 ms and one for what
+	// arrived during the last: 6 for 12 records in about 960 ms, where a
+	// transaction per record is 13 (a slow machine's longer sleeps widen
+	// the bound with the time they took).
+	if most := 2 + int(elapsed/(200*time.Millisecond)); len(sizes) > most {
+		t.Errorf("%d records 80 ms apart (%v) went in %d writes %v, want at most %d", n, elapsed.Round(time.Millisecond), len(sizes), sizes, most)
+	}
+}
+
 // TestWriterDefersWhileBusy: with Busy, a due write waits while the
 // gateway reports requests being set up, and goes once they are done, when
 // MaxDefer has passed, when a batch is full, or at Close.
