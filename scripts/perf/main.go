@@ -7,11 +7,19 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"flag"
 	"fmt"
 	"io"
 	"log"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -49,6 +57,7 @@ func mock(args []string) {
 	gap := fs.Duration("gap", 20*time.Millisecond, "pace between events")
 	firstAfter := fs.Duration("first-after", 0, "delay between the headers and the first event (0: sent together)")
 	holdGap := fs.Duration("hold-gap", time.Second, "pace between events of a request with ?hold (streams held open)")
+	certOut := fs.String("tls-cert", "", "serve HTTPS (HTTP/2 where the client offers it, as providers do) with a new self-signed certificate for 127.0.0.1, written to this file as PEM for clients to trust (SSL_CERT_FILE)")
 	fs.Parse(args)
 	role := []byte(`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n")
 	delta := []byte(`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"tok tok tok tok "},"finish_reason":null}]}` + "\n\n")
@@ -92,7 +101,42 @@ func mock(args []string) {
 		w.Write(fin(events))
 		rc.Flush()
 	}
-	log.Fatal(http.ListenAndServe(*addr, http.HandlerFunc(h)))
+	if *certOut == "" {
+		log.Fatal(http.ListenAndServe(*addr, http.HandlerFunc(h)))
+	}
+	cert, err := selfSigned(*certOut)
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := &http.Server{Addr: *addr, Handler: http.HandlerFunc(h), TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}
+	log.Fatal(srv.ListenAndServeTLS("", ""))
+}
+
+// selfSigned makes a certificate for 127.0.0.1 and writes it to path as PEM.
+func selfSigned(path string) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "perfkit mock"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
 // bare is the floor: the standard library's reverse proxy, flushing at once.
@@ -135,7 +179,10 @@ func load(args []string) {
 	jsonOut := fs.Bool("json", false, "")
 	promptBytes := fs.Int("prompt-bytes", 2, "length of the user message (a long conversation or an agent's context: tens to hundreds of KB)")
 	fs.Parse(args)
-	tr := &http.Transport{MaxIdleConnsPerHost: *conc + 8, DisableCompression: true,
+	// ForceAttemptHTTP2: against an HTTPS mock (the direct arm with --tls-cert)
+	// the client speaks HTTP/2, as the proxies' transports do; to a plain
+	// http:// URL it changes nothing.
+	tr := &http.Transport{MaxIdleConnsPerHost: *conc + 8, DisableCompression: true, ForceAttemptHTTP2: true,
 		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
 	client := &http.Client{Transport: tr}
 	body := []byte(`{"model":"perf","stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("hi", max(1, *promptBytes/2)) + `"}]}`)

@@ -13,6 +13,10 @@
 # HOLD_PROMPT=BYTES gives the held streams' requests a user message that long (default 2).
 # FIRST_AFTER=50ms makes the mock send its headers that long before its first event (time to
 # headers then tells a proxy that forwards headers from one that holds them).
+# UPSTREAM_TLS=1 makes the mock serve HTTPS with a self-signed certificate that every arm trusts
+# (SSL_CERT_FILE): the Go proxies and the direct client then speak HTTP/2 to it, many streams on one
+# connection, as they do to the providers; nginx speaks HTTP/1.1 over TLS (it has no HTTP/2
+# upstreams). The clients' side stays plain HTTP/1.1.
 # PGO=1 builds the checkout's ttfx (G, not G0) with its profile, cmd/ttfx/ttfx.pgo: with a
 # worktree of the same commit as baseline, a profile-guided build and a plain one side by side.
 # PROFILE=1 records each proxy with `perf record` (Debian's linux-perf) in every round's
@@ -42,8 +46,16 @@ trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 (cd "$here" && go build -o "$work/perfkit" .) || exit 1
 command -v nginx >/dev/null || { echo "nginx is not installed (apt-get install nginx)"; exit 1; }
 [ -z "${PROFILE:-}" ] || command -v perf >/dev/null || { echo "PROFILE needs perf (apt-get install linux-perf)"; exit 1; }
-"$work/perfkit" mock --listen 127.0.0.1:$((pb+1)) --events 64 --gap 20ms --first-after "${FIRST_AFTER:-0}" &
-"$work/perfkit" bare --listen 127.0.0.1:$((pb+2)) --upstream http://127.0.0.1:$((pb+1)) 2>/dev/null &
+up=http
+if [ -n "${UPSTREAM_TLS:-}" ]; then
+  up=https
+  "$work/perfkit" mock --listen 127.0.0.1:$((pb+1)) --events 64 --gap 20ms --first-after "${FIRST_AFTER:-0}" --tls-cert "$work/mock.pem" &
+  for i in $(seq 50); do [ -s "$work/mock.pem" ] && break; sleep 0.1; done
+  export SSL_CERT_FILE="$work/mock.pem"
+else
+  "$work/perfkit" mock --listen 127.0.0.1:$((pb+1)) --events 64 --gap 20ms --first-after "${FIRST_AFTER:-0}" &
+fi
+"$work/perfkit" bare --listen 127.0.0.1:$((pb+2)) --upstream $up://127.0.0.1:$((pb+1)) 2>/dev/null &
 pid_B=$!
 cat > "$work/nginx.conf" <<NG
 worker_processes 1; daemon off; pid $work/nginx.pid; error_log $work/nginx.err;
@@ -51,18 +63,18 @@ events { worker_connections 16384; }
 http { access_log off; client_body_temp_path $work; proxy_temp_path $work;
   upstream up { server 127.0.0.1:$((pb+1)); keepalive 512; }
   server { listen 127.0.0.1:$((pb+3));
-    location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection "";
+    location / { proxy_pass $up://up; proxy_http_version 1.1; proxy_set_header Connection "";
                  proxy_buffering off; proxy_cache off; } } }
 NG
 nginx -c "$work/nginx.conf" &
 pid_N=$!
-arms="D=http://127.0.0.1:$((pb+1)) B=http://127.0.0.1:$((pb+2)) N=http://127.0.0.1:$((pb+3))"
+arms="D=$up://127.0.0.1:$((pb+1)) B=http://127.0.0.1:$((pb+2)) N=http://127.0.0.1:$((pb+3))"
 if [ -n "$checkout" ]; then
   (cd "$checkout" && go build ${PGO:+-pgo=cmd/ttfx/ttfx.pgo} -o "$work/ttfx" ./cmd/ttfx) || exit 1
   cat > "$work/ttfx.yaml" <<Y
 {"listen": "127.0.0.1:$((pb+4))", "store": "sqlite:$work/ttfx.db",
  "keys": [{"name": "perf", "role": "client", "group": "perf", "key_env": "PERF_KEY"}],
- "channels": [{"name": "mock", "protocol": "openai", "base_url": "http://127.0.0.1:$((pb+1))", "key_env": "PERF_KEY", "models": ["*"]}]}
+ "channels": [{"name": "mock", "protocol": "openai", "base_url": "$up://127.0.0.1:$((pb+1))", "key_env": "PERF_KEY", "models": ["*"]}]}
 Y
   PERF_KEY=perf-key-000000000001 "$work/ttfx" serve --config "$work/ttfx.yaml" >"$work/ttfx.log" 2>&1 &
   pid_G=$!
