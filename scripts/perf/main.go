@@ -178,6 +178,7 @@ func load(args []string) {
 	label := fs.String("label", "", "")
 	jsonOut := fs.Bool("json", false, "")
 	promptBytes := fs.Int("prompt-bytes", 2, "length of the user message (a long conversation or an agent's context: tens to hundreds of KB)")
+	warm := fs.Bool("warm", false, "make one untimed request first, so that an HTTP/2 target's streams share a connection already open, as a proxy's upstream streams do")
 	fs.Parse(args)
 	// ForceAttemptHTTP2: against an HTTPS mock (the direct arm with --tls-cert)
 	// the client speaks HTTP/2, as the proxies' transports do; to a plain
@@ -186,6 +187,11 @@ func load(args []string) {
 		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
 	client := &http.Client{Transport: tr}
 	body := []byte(`{"model":"perf","stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("hi", max(1, *promptBytes/2)) + `"}]}`)
+	if *warm {
+		if r := one(client, *target, *key, body); r.err != "" {
+			log.Fatalf("warm-up request: %s", r.err)
+		}
+	}
 	var mu sync.Mutex
 	var results []result
 	jobs := make(chan int)
