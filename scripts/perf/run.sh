@@ -2,7 +2,8 @@
 # Side-by-side streaming overhead: direct (D), bare Go reverse proxy (B), nginx (N), ttfx (G, when a
 # checkout is given). One mock upstream, interleaved rounds; per arm the added time to first text,
 # the event gaps, the proxy process's CPU per stream and its RSS (and the anonymous part of it);
-# ratios at the end, of the medians over rounds and round by round.
+# ratios at the end, of the medians over rounds and round by round, and issue 15's targets for
+# each ttfx arm, met or not.
 # Usage: run.sh [PROJECT_CHECKOUT] [ROUNDS] [HIGH_CONCURRENCY] [BASELINE_CHECKOUT]
 # With BASELINE_CHECKOUT (another checkout, e.g. a worktree of main) a fifth arm G0 runs that
 # build in the same rounds, so that before and after are measured side by side under one load.
@@ -224,4 +225,35 @@ for f, title in (("c1.jsonl", "c=1"), ("chigh.jsonl", f"c={high}")):
                 cpu = f", cpu {rg['cpu_ms_per_stream']/rb['cpu_ms_per_stream']:.2f}"
             per.append(f"p50 {p50}{cpu}")
         print(f"{g}: per round, ({g}-D)/(B-D) and {g}/B: " + "; ".join(per))
+
+# Issue 15's targets for each ttfx arm, from this run's medians over rounds (CPU: every round).
+c1, ch = load("c1.jsonl"), load("chigh.jsonl")
+def med(arms, a, k, p):
+    return st.median(r[k].get(p, float("nan")) for r in arms[a])
+def added(arms, a, p):
+    return med(arms, a, "first_text_ms", p) - med(arms, "D", "first_text_ms", p)
+def verdict(ok):
+    return "yes" if ok else "no"
+for g in ("G", "G0"):
+    if g not in c1 or "B" not in c1:
+        continue
+    print(f"-- issue 15 targets, {g} (one run: quote several)")
+    for p in ("p50", "p99"):
+        b = added(c1, "B", p)
+        r = added(c1, g, p) / b if b >= 0.05 else float("nan")
+        print(f"c=1 added first text {p} ÷B ≤ 1.3: {r:.2f} {verdict(r <= 1.3) if b >= 0.05 else 'n/a (B added under 0.05 ms)'}")
+    for p in ("p50", "p99"):
+        ga, ba = added(ch, g, p), added(ch, "B", p)
+        print(f"c={high} added first text {p} ≤ B's: {ga:+.3f} against {ba:+.3f} ms {verdict(ga <= ba)}")
+    ga, na = added(ch, g, "p50"), added(ch, "N", "p50")
+    print(f"c={high} added first text p50 within 2× nginx's: {ga:+.3f} against {na:+.3f} ms " + (verdict(ga <= 2 * na) if na > 0 else "n/a (nginx at or below direct)"))
+    rounds = [rg["cpu_ms_per_stream"] / rb["cpu_ms_per_stream"] for rg, rb in zip(ch[g], ch["B"]) if rg.get("cpu_ms_per_stream") and rb.get("cpu_ms_per_stream")]
+    print(f"c={high} CPU per stream ÷B ≤ 1.1 in every round: {', '.join(f'{x:.2f}' for x in rounds)} {verdict(rounds and max(rounds) <= 1.1)}")
+    rss = max(r["rss_kib"] for r in ch[g] if r.get("rss_kib") is not None) / 1024
+    print(f"RSS after the c={high} arm ≤ 40 MiB: {rss:.0f} MiB {verdict(rss <= 40)}")
+    for arms, title in ((c1, "c=1"), (ch, f"c={high}")):
+        d = med(arms, g, "gap_ms", "p99") - med(arms, "D", "gap_ms", "p99")
+        print(f"{title} p99 event gap within 1 ms of direct: {d:+.3f} ms {verdict(d <= 1)}")
+    d = med(c1, g, "headers_ms", "p50") - med(c1, "D", "headers_ms", "p50")
+    print(f"c=1 time to headers within 1 ms of direct (p50; one channel, so no fallback): {d:+.3f} ms {verdict(d <= 1)}")
 PY
