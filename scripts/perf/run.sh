@@ -2,8 +2,9 @@
 # Side-by-side streaming overhead: direct (D), bare Go reverse proxy (B), nginx (N), ttfx (G, when a
 # checkout is given). One mock upstream, interleaved rounds; per arm the added time to first text,
 # the event gaps, the proxy process's CPU per stream and its RSS (and the anonymous part of it);
-# ratios at the end, of the medians over rounds and round by round, and issue 15's targets for
-# each ttfx arm, met or not.
+# ratios at the end, of the medians over rounds and round by round, what each ttfx arm's own
+# records say of the same streams (GET /api/stats: its local phases, the upstream's headers, the
+# first text's relay), and issue 15's targets for each ttfx arm, met or not.
 # Usage: run.sh [PROJECT_CHECKOUT] [ROUNDS] [HIGH_CONCURRENCY] [BASELINE_CHECKOUT]
 # With BASELINE_CHECKOUT (another checkout, e.g. a worktree of main) a fifth arm G0 runs that
 # build in the same rounds, so that before and after are measured side by side under one load.
@@ -73,19 +74,24 @@ pid_N=$!
 arms="D=$up://127.0.0.1:$((pb+1)) B=http://127.0.0.1:$((pb+2)) N=http://127.0.0.1:$((pb+3))"
 if [ -n "$checkout" ]; then
   (cd "$checkout" && go build ${PGO:+-pgo=cmd/ttfx/ttfx.pgo} -o "$work/ttfx" ./cmd/ttfx) || exit 1
+  # The one-stream and the HIGH_CONCURRENCY arms use a key each, so that ttfx's own records of
+  # each (read with the admin key once the rounds are done) can be summarised apart.
   cat > "$work/ttfx.yaml" <<Y
 {"listen": "127.0.0.1:$((pb+4))", "store": "sqlite:$work/ttfx.db",
- "keys": [{"name": "perf", "role": "client", "group": "perf", "key_env": "PERF_KEY"}],
+ "keys": [{"name": "perf", "role": "client", "group": "perf", "key_env": "PERF_KEY"},
+          {"name": "perf-high", "role": "client", "group": "perf", "key_env": "PERF_KEY_HIGH"},
+          {"name": "perf-admin", "role": "admin", "key_env": "PERF_ADMIN_KEY"}],
  "channels": [{"name": "mock", "protocol": "openai", "base_url": "$up://127.0.0.1:$((pb+1))", "key_env": "PERF_KEY", "models": ["*"]}]}
 Y
-  PERF_KEY=perf-key-000000000001 "$work/ttfx" serve --config "$work/ttfx.yaml" >"$work/ttfx.log" 2>&1 &
+  export PERF_KEY=perf-key-000000000001 PERF_KEY_HIGH=perf-key-000000000002 PERF_ADMIN_KEY=perf-admin-key-0000000001
+  "$work/ttfx" serve --config "$work/ttfx.yaml" >"$work/ttfx.log" 2>&1 &
   pid_G=$!
   arms="$arms G=http://127.0.0.1:$((pb+4))"
 fi
 if [ -n "$baseline" ]; then
   (cd "$baseline" && go build -o "$work/ttfx0" ./cmd/ttfx) || exit 1
   sed -e "s/:$((pb+4))/:$((pb+5))/" -e "s#$work/ttfx.db#$work/ttfx0.db#" "$work/ttfx.yaml" > "$work/ttfx0.yaml"
-  PERF_KEY=perf-key-000000000001 "$work/ttfx0" serve --config "$work/ttfx0.yaml" >"$work/ttfx0.log" 2>&1 &
+  "$work/ttfx0" serve --config "$work/ttfx0.yaml" >"$work/ttfx0.log" 2>&1 &
   pid_G0=$!
   arms="$arms G0=http://127.0.0.1:$((pb+5))"
 fi
@@ -127,6 +133,7 @@ if [ -n "${HOLD:-}" ]; then
     sleep 3
   done
 fi
+rounds_from=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)
 for r in $(seq 1 "$rounds"); do
   for a in $arms; do
     name=${a%%=*}; url=${a#*=}/v1/chat/completions
@@ -144,7 +151,8 @@ for r in $(seq 1 "$rounds"); do
       # already holds its own: its streams then share it, and no arm's floor includes 200 TLS
       # handshakes that the proxies' upstream side never makes.
       warm=; [ -n "${UPSTREAM_TLS:-}" ] && [ "$name" = D ] && warm=--warm
-      "$work/perfkit" load --url "$url$q" --key perf-key-000000000001 -c "$1" -n "$2" --label "$name" $warm --json >"$work/one.json"
+      key=perf-key-000000000001; [ "$3" = chigh ] && key=perf-key-000000000002
+      "$work/perfkit" load --url "$url$q" --key $key -c "$1" -n "$2" --label "$name" $warm --json >"$work/one.json"
       if [ -n "$prof" ]; then
         kill -INT "$prof"; wait "$prof"
         profiles="${profiles:-} $name:$2:$work/perf.$name.$r.data"
@@ -158,12 +166,22 @@ for r in $(seq 1 "$rounds"); do
   done
 done
 [ "$rounds" -gt 0 ] || exit 0
+# Each ttfx arm's own records of the rounds, per concurrency: where it puts the time.
+for a in $arms; do
+  name=${a%%=*}
+  case $name in G|G0) ;; *) continue ;; esac
+  for k in perf:c1 perf-high:chigh; do
+    curl -s -H "Authorization: Bearer $PERF_ADMIN_KEY" \
+      "${a#*=}/api/stats?from=$rounds_from&key_name=${k%%:*}&fields=request_wait_ms,auth_ms,body_read_ms,distribution_ms,upstream_headers_ms,first_text_delta_ms,relay_lag_ms" \
+      >"$work/own.$name.${k#*:}.json"
+  done
+done
 if [ -n "${profiles:-}" ]; then
   echo "-- c=$high: where each proxy's CPU per stream goes (perf samples of every round's c=$high arm)"
   python3 "$here/cpudiff.py" 999 $profiles
 fi
 python3 - "$work" "$high" <<'PY'
-import json, sys, statistics as st
+import json, os, sys, statistics as st
 work, high = sys.argv[1], sys.argv[2]
 # Against an arm that added nothing (at or below direct, or within 50 µs of it) no ratio means anything.
 FLOOR_MS = 0.05
@@ -226,6 +244,30 @@ for f, title in (("c1.jsonl", "c=1"), ("chigh.jsonl", f"c={high}")):
                 cpu = f", cpu {rg['cpu_ms_per_stream']/rb['cpu_ms_per_stream']:.2f}"
             per.append(f"p50 {p50}{cpu}")
         print(f"{g}: per round, ({g}-D)/(B-D) and {g}/B: " + "; ".join(per))
+
+# What each ttfx arm's own records say of the same streams (GET /api/stats over the rounds): the
+# gateway's local part (before t0, authentication, body, routing), the upstream's, and the first
+# text's relay to the client. The client-side figures above less these are what lies outside it.
+own = [(g, c) for g in ("G", "G0") for c in ("c1", "chigh") if os.path.exists(f"{work}/own.{g}.{c}.json")]
+if own:
+    print("-- where each ttfx arm's own records put the time, all rounds (p50 / p99, ms; sketches, within 1 %)")
+fields = (("request_wait_ms", "request wait"), ("auth_ms", "auth"), ("body_read_ms", "body read"),
+          ("distribution_ms", "routing"), ("upstream_headers_ms", "upstream headers (t2-t1)"),
+          ("first_text_delta_ms", "first text (t5)"), ("relay_lag_ms", "first text's relay"))
+for g, c in own:
+    title = "c=1" if c == "c1" else f"c={high}"
+    try:
+        d = json.load(open(f"{work}/own.{g}.{c}.json"))
+        grp = d["groups"][0]
+    except (ValueError, KeyError, IndexError, TypeError):
+        print(f"{g} {title}: no answer from /api/stats: {open(f'{work}/own.{g}.{c}.json').read(200)!r}")
+        continue
+    parts = []
+    for k, label in fields:
+        v = grp["fields"].get(k) or {}
+        if v.get("count"):
+            parts.append(f"{label} {v['p50']:.3f} / {v['p99']:.3f}")
+    print(f"{g} {title}, {grp['count']} records: " + "; ".join(parts))
 
 # Issue 15's targets for each ttfx arm, from this run's medians over rounds (CPU: every round).
 c1, ch = load("c1.jsonl"), load("chigh.jsonl")
