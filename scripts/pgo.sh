@@ -1,6 +1,6 @@
 #!/bin/bash
 # pgo.sh: regenerate cmd/ttfx/ttfx.pgo, the CPU profile for a
-# profile-guided build of ttfx (README, Tests):
+# profile-guided build of ttfx (docs/performance.md, Profile-guided optimisation):
 #
 #   go build -pgo=cmd/ttfx/ttfx.pgo ./cmd/ttfx
 #

@@ -410,7 +410,7 @@ func (c *Config) Warnings() []string {
 		w = append(w, "the configuration has no keys: only keys in the store (`ttfx keys new --config FILE …`) can call this gateway or read its records")
 	}
 	if len(c.Channels) == 0 {
-		w = append(w, "the configuration has no channels: every model request will fail until one is added (see channels: in the README)")
+		w = append(w, "the configuration has no channels: every model request will fail until one is added (see channels: in docs/configuration.md)")
 	}
 	return w
 }

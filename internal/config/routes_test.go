@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// TestRoutesDefaults: the README's routes parse, and omitted fields take
+// TestRoutesDefaults: the routes of docs/configuration.md parse, and omitted fields take
 // their defaults.
 func TestRoutesDefaults(t *testing.T) {
 	y := `

@@ -67,7 +67,7 @@ func Summary(pkg string) string {
 	if total == 1 {
 		s = ""
 	}
-	return fmt.Sprintf("%s: %d test%s skipped, missing %s (README, Tests: how to provide them; TTFX_REQUIRE_ALL=1 makes them failures)",
+	return fmt.Sprintf("%s: %d test%s skipped, missing %s (docs/testing.md: how to provide them; TTFX_REQUIRE_ALL=1 makes them failures)",
 		pkg, total, s, strings.Join(parts, ", "))
 }
 
