@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"runtime"
 	"runtime/debug"
+	"time"
 
 	"github.com/ttfx/ttfx/internal/bench"
 )
@@ -28,11 +30,33 @@ func runVersion(_ context.Context, args []string) error {
 // writeVersion prints the version — the one a release build sets (the
 // same bench.Version every benchmark result records), else the module's (a
 // tag or pseudo-version for `go install …@v…`, "(devel)" for a build from
-// a work tree) — the commit and its time when the build recorded them, and
-// the Go toolchain.
+// a work tree) — the commit and its time when the build recorded them (or
+// a pseudo-version names them), else how to get them, and the Go toolchain.
 func writeVersion(w io.Writer) {
-	version, commit, when, modified := bench.Version, "", "", false
-	if bi, ok := debug.ReadBuildInfo(); ok {
+	bi, _ := debug.ReadBuildInfo()
+	for _, l := range versionLines(bi, bench.Version) {
+		fmt.Fprintln(w, l)
+	}
+}
+
+// noCommit is what a build without version control information says
+// instead of its commit. A plain `go build` records the commit and its time
+// only in a git clone (the go command does not recognise a worktree's
+// .git file) and with -buildvcs not false (`go env GOFLAGS` may hold
+// -buildvcs=false, as CI machines often set).
+const noCommit = "commit unknown: this build has no version control information " +
+	"(-buildvcs=false in `go env GOFLAGS`, or not built in a git clone: a git worktree does not count); " +
+	"`go build -buildvcs=true ./cmd/ttfx` in a git clone records the commit and its time"
+
+// pseudoVersion matches a module pseudo-version's time and commit
+// (v0.0.0-20261207040116-591189c1a2b3, v1.2.4-0.20261207040116-591189c1a2b3).
+var pseudoVersion = regexp.MustCompile(`[-.](\d{14})-([0-9a-f]{12})(\+incompatible)?$`)
+
+// versionLines is what `ttfx version` prints for a build's information
+// (bi may be nil) and the version a release build set ("dev" if none).
+func versionLines(bi *debug.BuildInfo, release string) []string {
+	version, commit, when, modified := release, "", "", false
+	if bi != nil {
 		if version == "dev" && bi.Main.Version != "" {
 			version = bi.Main.Version
 		}
@@ -47,8 +71,9 @@ func writeVersion(w io.Writer) {
 			}
 		}
 	}
-	fmt.Fprintf(w, "ttfx %s\n", version)
-	if commit != "" {
+	lines := []string{"ttfx " + version}
+	switch m := pseudoVersion.FindStringSubmatch(version); {
+	case commit != "":
 		if len(commit) > 12 {
 			commit = commit[:12]
 		}
@@ -56,7 +81,15 @@ func writeVersion(w io.Writer) {
 		if modified {
 			dirty = " (with uncommitted changes)"
 		}
-		fmt.Fprintf(w, "commit %s %s%s\n", commit, when, dirty)
+		lines = append(lines, fmt.Sprintf("commit %s %s%s", commit, when, dirty))
+	case m != nil:
+		// `go install …@latest` of an untagged commit: the module's
+		// pseudo-version names the commit and its time (UTC).
+		if t, err := time.Parse("20060102150405", m[1]); err == nil {
+			lines = append(lines, fmt.Sprintf("commit %s %s", m[2], t.UTC().Format(time.RFC3339)))
+		}
+	case version == "dev" || version == "(devel)" || version == "":
+		lines = append(lines, noCommit)
 	}
-	fmt.Fprintf(w, "built with %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return append(lines, fmt.Sprintf("built with %s %s/%s", runtime.Version(), runtime.GOOS, runtime.GOARCH))
 }
