@@ -39,8 +39,11 @@ var DefaultTimeouts = Timeouts{
 
 // Config is the whole configuration file.
 type Config struct {
-	Listen    string   `yaml:"listen"`
-	Store     string   `yaml:"store"`     // sqlite:FILE, postgres://… or clickhouse://…
+	Listen string `yaml:"listen"`
+	Store  string `yaml:"store"` // sqlite:FILE, postgres://… or clickhouse://…
+	// StoreEnv names the variable holding the store's DSN instead, for a
+	// DSN with a password (from a Kubernetes Secret, say); not with Store.
+	StoreEnv  string   `yaml:"store_env"`
 	Retention Duration `yaml:"retention"` // records older than this are deleted; 0 = default
 
 	Keys     []Key     `yaml:"keys"`
@@ -269,6 +272,12 @@ func LoadUnresolved(path string) (*Config, error) {
 		return nil, err
 	}
 	c.applyDefaults()
+	if c.StoreEnv != "" && c.Store == "" {
+		// Where the store is, the one secret such commands need.
+		if c.Store = os.Getenv(c.StoreEnv); c.Store == "" {
+			return nil, fmt.Errorf("environment variable %s is empty or unset (store_env)", c.StoreEnv)
+		}
+	}
 	return c, nil
 }
 
@@ -326,7 +335,7 @@ func (c *Config) applyDefaults() {
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
-	if c.Store == "" {
+	if c.Store == "" && c.StoreEnv == "" {
 		c.Store = DefaultStore
 	}
 	if c.Retention == 0 {
@@ -364,6 +373,13 @@ func (c *Config) resolve(getenv func(string) string) error {
 			unset, wheres = append(unset, name), append(wheres, where)
 		}
 		return v
+	}
+	if c.StoreEnv != "" {
+		if c.Store != "" {
+			errs = append(errs, fmt.Errorf("store and store_env are both set: give the DSN in one of them"))
+		} else {
+			c.Store = lookup(c.StoreEnv, "store_env")
+		}
 	}
 	for i := range c.Keys {
 		k := &c.Keys[i]
@@ -475,7 +491,12 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.validateRoutes()...)
 	if !strings.HasPrefix(c.Store, "sqlite:") && !strings.HasPrefix(c.Store, "postgres://") && !strings.HasPrefix(c.Store, "postgresql://") &&
 		!strings.HasPrefix(c.Store, "clickhouse://") {
-		errs = append(errs, fmt.Errorf("store %q: want sqlite:FILE, postgres://… or clickhouse://…", c.Store))
+		if c.StoreEnv != "" {
+			// The value may hold a password: it is not repeated.
+			errs = append(errs, fmt.Errorf("store_env: %s does not hold sqlite:FILE, postgres://… or clickhouse://…", c.StoreEnv))
+		} else {
+			errs = append(errs, fmt.Errorf("store %q: want sqlite:FILE, postgres://… or clickhouse://…", c.Store))
+		}
 	}
 	if c.Retention < 0 {
 		errs = append(errs, errors.New("retention must not be negative"))

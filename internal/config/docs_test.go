@@ -153,3 +153,31 @@ func TestConfigurationReferenceDefaults(t *testing.T) {
 		t.Errorf("a default changed: update docs/configuration.md and this test")
 	}
 }
+
+// TestStoreEnv: the store's DSN can come from the environment, never with
+// store as well, and a wrong one is reported without its value.
+func TestStoreEnv(t *testing.T) {
+	env := map[string]string{"DSN": "postgres://ttfx:s3cret@db:5432/ttfx", "BAD": "mysql://ttfx:s3cret@db/ttfx"}
+	getenv := func(k string) string { return env[k] }
+	c, err := Parse([]byte("store_env: DSN\n"), getenv)
+	if err != nil || c.Store != env["DSN"] {
+		t.Fatalf("store_env: %v, store %q", err, c.Store)
+	}
+	if _, err := Parse([]byte("store_env: NOPE\n"), getenv); err == nil || !strings.Contains(err.Error(), "NOPE") {
+		t.Errorf("unset store_env: %v", err)
+	}
+	if _, err := Parse([]byte("store_env: DSN\nstore: sqlite:x.db\n"), getenv); err == nil || !strings.Contains(err.Error(), "both") {
+		t.Errorf("store and store_env: %v", err)
+	}
+	_, err = Parse([]byte("store_env: BAD\n"), getenv)
+	if err == nil || !strings.Contains(err.Error(), "store_env: BAD") || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("a wrong DSN from the environment: %v", err)
+	}
+	// ttfx keys --config reads it too.
+	t.Setenv("TTFX_TEST_STORE_DSN", env["DSN"])
+	p := t.TempDir() + "/ttfx.yaml"
+	os.WriteFile(p, []byte("store_env: TTFX_TEST_STORE_DSN\n"), 0o600)
+	if c, err := LoadUnresolved(p); err != nil || c.Store != env["DSN"] {
+		t.Errorf("LoadUnresolved: %v, store %q", err, c.Store)
+	}
+}
