@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -12,11 +13,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/ttfx/ttfx/internal/protocol"
 	"github.com/ttfx/ttfx/internal/sse"
+	"github.com/ttfx/ttfx/internal/testenv"
 )
 
 const fixtureDir = "../../testdata/fixtures"
@@ -72,29 +75,59 @@ func loadFixtures(t testing.TB) []fixture {
 // the end of the stream) waits gap more than the stage before it
 // (absolute times from the first byte, so lateness does not add up).
 // Piece j goes out at stage(j)·gap.
-func replay(t testing.TB, data []byte, milestones []int, gap time.Duration) *httptest.Server {
+//
+// Each stage starts gap after the previous one was sent (not on a fixed
+// schedule, which a late stage would squeeze against the next), and sent
+// keeps when each piece went out, and when the body ended (key -1), for
+// the test to measure the client's marks against.
+func replay(t testing.TB, data []byte, milestones []int, gap time.Duration) (*httptest.Server, *sendTimes) {
 	t.Helper()
+	sent := &sendTimes{at: map[int]time.Time{}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusOK)
 		rc := http.NewResponseController(w)
 		rc.Flush()
-		start := time.Now()
+		last, st := time.Now(), 0
 		rd := sse.NewReader(bytes.NewReader(data), 0)
 		for j := 0; ; j++ {
 			p, err := rd.Next()
 			if err != nil {
 				break
 			}
-			time.Sleep(time.Until(start.Add(time.Duration(stage(milestones, j)) * gap)))
+			if s := stage(milestones, j); s > st {
+				time.Sleep(time.Duration(s-st) * gap)
+				st = s
+			}
 			w.Write(p.Raw)
 			rc.Flush()
+			last = time.Now()
+			sent.set(j, last)
 		}
-		time.Sleep(time.Until(start.Add(time.Duration(len(milestones)+1) * gap)))
+		time.Sleep(time.Duration(len(milestones)+1-st) * gap)
+		sent.set(-1, time.Now())
 	}))
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, sent
+}
+
+// sendTimes is when replay sent each piece.
+type sendTimes struct {
+	mu sync.Mutex // guards at
+	at map[int]time.Time
+}
+
+func (s *sendTimes) set(j int, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.at[j] = at
+}
+
+func (s *sendTimes) get(j int) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.at[j]
 }
 
 // stage is the number of milestone pieces at or before piece j.
@@ -168,7 +201,7 @@ func TestFixtures(t *testing.T) {
 					milestones = append(milestones, p)
 				}
 			}
-			srv := replay(t, data, milestones, gap)
+			srv, sent := replay(t, data, milestones, gap)
 			base, _ := url.Parse(srv.URL)
 			c := &Client{HTTP: srv.Client(), Wire: &Wire{API: fx.api, Base: base, Model: "m", Stream: true, MaxTokens: 16}, Timeout: 30 * time.Second}
 			r := c.Do(t.Context(), []byte(`{}`))
@@ -176,7 +209,7 @@ func TestFixtures(t *testing.T) {
 			if r.Status != wantStatus || r.Terminal != fx.terminal {
 				t.Fatalf("status %s terminal %s (%s), want %s %s", r.Status, r.Terminal, r.Error, wantStatus, fx.terminal)
 			}
-			first := stage(milestones, pieceOf(data, fx.firstEvent))
+			firstSent := sent.get(pieceOf(data, fx.firstEvent))
 			event, _ := r.FirstSSEEventMs.Ms()
 			for _, m := range []struct {
 				name  string
@@ -195,18 +228,21 @@ func TestFixtures(t *testing.T) {
 				if !ok {
 					continue
 				}
-				st := len(milestones) + 1 // the end
+				piece := -1 // the end
 				if m.index >= 0 && !unterminated(data, pieceOf(data, m.index)) {
-					st = stage(milestones, pieceOf(data, m.index))
+					piece = pieceOf(data, m.index)
 				}
-				// The mark trails the first event by the stages in
-				// between. The first event's own mark may be late (race
-				// detector, loaded machine: 15 ms seen), which shortens
-				// the difference; a quarter of a stage below and half a
-				// stage above still tell each stage from the next.
-				want := float64(st-first) * float64(gap) / float64(time.Millisecond)
-				if got := v - event; got < want-float64(gap/time.Millisecond)/4 || got > want+float64(gap/time.Millisecond)/2 {
-					t.Errorf("%s %.1f ms after the first event, want %.0f (stage %d of %d)", m.name, got, want, st, len(milestones)+1)
+				// The mark trails the first event's as the piece's send
+				// trails the first event's, at the server: stages are a
+				// gap apart there, so a quarter of one tells a mark from
+				// the next stage's. Each read can wait its turn on a
+				// loaded machine, the first event's too: both ways, what
+				// this process's timers were seen to slip meanwhile.
+				want := float64(sent.get(piece).Sub(firstSent)) / float64(time.Millisecond)
+				slip := testenv.Slip(time.Duration(v*float64(time.Millisecond)) + time.Second)
+				tol := float64(gap/4+2*slip) / float64(time.Millisecond)
+				if got := v - event; math.Abs(got-want) > tol {
+					t.Errorf("%s %.1f ms after the first event, want %.1f ± %.1f as sent (timers ran up to %v late meanwhile)", m.name, got, want, tol, slip.Round(time.Millisecond))
 				}
 			}
 			if fx.firstTx < 0 && r.VisibleOutputTPS.Valid() {

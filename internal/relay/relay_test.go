@@ -20,6 +20,7 @@ import (
 	"github.com/ttfx/ttfx/internal/relay"
 	"github.com/ttfx/ttfx/internal/route"
 	"github.com/ttfx/ttfx/internal/sim"
+	"github.com/ttfx/ttfx/internal/testenv"
 	"github.com/ttfx/ttfx/internal/timeline"
 )
 
@@ -205,16 +206,22 @@ func do(t *testing.T, base, key string, c call) (*http.Response, []byte) {
 
 func ms(o interface{ Ms() (float64, bool) }) (float64, bool) { return o.Ms() }
 
-// near checks a field within 5 % or 50 ms of want, as issue 4 asks.
-func near(t *testing.T, name string, got interface{ Ms() (float64, bool) }, want float64) {
+// near checks a field within 5 % or 50 ms of want, as issue 4 asks. Late
+// by more is allowed only as far as this process's timers were seen to run
+// late during the measurement, twice over (the simulator's send and the
+// gateway's read each wait for their turn): on a loaded machine every
+// mark comes late alike, never early.
+func near(t testing.TB, name string, got interface{ Ms() (float64, bool) }, want float64) {
 	t.Helper()
 	v, ok := got.Ms()
 	if !ok {
 		t.Errorf("%s absent, want %.0f", name, want)
 		return
 	}
-	if tol := math.Max(0.05*want, 50); math.Abs(v-want) > tol {
-		t.Errorf("%s = %.1f, want %.0f ± %.0f", name, v, want, tol)
+	tol := math.Max(0.05*want, 50)
+	slip := testenv.Slip(time.Duration(v*float64(time.Millisecond)) + time.Second)
+	if late := tol + 2*float64(slip)/float64(time.Millisecond); v < want-tol || v > want+late {
+		t.Errorf("%s = %.1f, want %.0f (−%.0f/+%.0f: timers ran up to %v late meanwhile)", name, v, want, tol, late, slip.Round(time.Millisecond))
 	}
 }
 

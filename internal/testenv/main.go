@@ -40,7 +40,10 @@ func countSkip(what, test string) {
 // not run. go test shows nothing of a passing package's output without -v,
 // so the line goes to the terminal (/dev/tty) when there is one, and to
 // standard error otherwise (seen with -v, or when the package fails).
+//
+// It also starts WatchTimers, so that checks of durations can read Slip.
 func Main(m *testing.M) {
+	WatchTimers()
 	code := m.Run()
 	if line := Summary(packageName()); line != "" {
 		report(line)
