@@ -81,10 +81,24 @@ type Config struct {
 	// UserHashKey is resolved from UserHashKeyEnv by Load.
 	UserHashKey string `yaml:"-"`
 
+	// TLS, when set, serves HTTPS (HTTP/2 and HTTP/1.1) on the listener.
+	TLS TLS `yaml:"tls"`
+
 	Log       Log       `yaml:"log"`
 	Metrics   Metrics   `yaml:"metrics"`
 	Telemetry Telemetry `yaml:"telemetry"`
 }
+
+// TLS names the listener's certificate and key (PEM files). Both are read
+// again when either file changes, so a renewed certificate is served
+// without a restart.
+type TLS struct {
+	CertFile string `yaml:"cert_file"` // the certificate chain, leaf first
+	KeyFile  string `yaml:"key_file"`
+}
+
+// Enabled reports whether TLS is configured.
+func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
 
 // Key is one API key of the gateway.
 type Key struct {
@@ -506,6 +520,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DrainTimeout < 0 {
 		errs = append(errs, errors.New("drain_timeout must not be negative"))
+	}
+	if c.TLS.Enabled() && (c.TLS.CertFile == "" || c.TLS.KeyFile == "") {
+		errs = append(errs, errors.New("tls: set both cert_file and key_file (PEM files), or neither for plain HTTP"))
 	}
 	if c.UpstreamIdleTimeout < 0 {
 		errs = append(errs, errors.New("upstream_idle_timeout must not be negative"))

@@ -80,6 +80,8 @@ type Server struct {
 
 	ln   net.Listener
 	http *http.Server
+	// certs serves the listener's certificate when TLS is configured.
+	certs *certFiles
 
 	simLn   net.Listener
 	simHTTP *http.Server
@@ -116,6 +118,13 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	addr := cfg.Listen
 	if opts.Listen != "" {
 		addr = opts.Listen
+	}
+	if cfg.TLS.Enabled() {
+		// Before the port too: a certificate that does not load must
+		// not leave a listener that cannot serve.
+		if s.certs, err = newCertFiles(cfg.TLS, s.log); err != nil {
+			return nil, err
+		}
 	}
 	s.ln, err = net.Listen("tcp", addr)
 	if err != nil {
@@ -238,6 +247,9 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		ConnContext:       relay.ConnContext,
 	}
+	if s.certs != nil {
+		s.http.TLSConfig = s.certs.config()
+	}
 	// Each request's wait before its handler ran (request_wait_ms).
 	s.ln = relay.TimeConns(s.http, s.ln)
 	rctx, cancel := context.WithCancel(context.Background())
@@ -263,7 +275,12 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
 // URL returns the gateway's base URL.
-func (s *Server) URL() string { return "http://" + s.Addr() }
+func (s *Server) URL() string {
+	if s.certs != nil {
+		return "https://" + s.Addr()
+	}
+	return "http://" + s.Addr()
+}
 
 // Generated returns the keys made on this start (the zero-config gateway's
 // first keys and Options.ExtraKeys), whose secrets are shown once.
@@ -300,7 +317,15 @@ func (s *Server) Sim() *sim.Server { return s.sim }
 // then drain the record queue.
 func (s *Server) Serve(ctx context.Context) error {
 	errc := make(chan error, 1)
-	go func() { errc <- s.http.Serve(s.ln) }()
+	go func() {
+		if s.certs != nil {
+			// The certificate comes from TLSConfig.GetCertificate;
+			// ServeTLS adds HTTP/2 to the listener.
+			errc <- s.http.ServeTLS(s.ln, "", "")
+			return
+		}
+		errc <- s.http.Serve(s.ln)
+	}()
 	var serveErr error
 	select {
 	case <-ctx.Done():
