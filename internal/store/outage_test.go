@@ -1,10 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
 	"strings"
@@ -292,5 +295,78 @@ func TestErrorMessageAddresses(t *testing.T) {
 	}
 	if ErrorMessage(nil) != "" {
 		t.Error("ErrorMessage(nil) is not empty")
+	}
+}
+
+// TestRedactDSN: only the password of a DSN is hidden, found by parsing
+// it; the host, port, user and database name stay for the operator, even
+// when one of them contains the password's text.
+func TestRedactDSN(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"postgres://root:bars@127.0.0.1:5439/ttfx_bars", "postgres://root:xxxxx@127.0.0.1:5439/ttfx_bars"},
+		{"postgresql://u:p%40ss@db.internal:5432/ttfx?sslmode=disable", "postgresql://u:xxxxx@db.internal:5432/ttfx?sslmode=disable"},
+		{"postgres://u@h:5432/db?password=secret&sslmode=require", "postgres://u@h:5432/db?password=xxxxx&sslmode=require"},
+		{"postgres://h:5432/db", "postgres://h:5432/db"},
+		{"clickhouse://default:chpw@127.0.0.1:9000/ttfx", "clickhouse://default:xxxxx@127.0.0.1:9000/ttfx"},
+		// Not a valid URL (an unescaped space): cut at the last @.
+		{"postgres://u:p w@h/db", "postgres://u:xxxxx@h/db"},
+		{"sqlite:ttfx.db", "sqlite:ttfx.db"},
+	} {
+		if got := redactDSN(c.in); got != c.want {
+			t.Errorf("redactDSN(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	// What an API reader sees of the same error names none of it.
+	err := fmt.Errorf("open store %s: dial error", redactDSN("postgres://root:bars@127.0.0.1:5439/ttfx_bars"))
+	if got := ErrorMessage(err); got != "open store [store]: dial error" {
+		t.Errorf("ErrorMessage = %q", got)
+	}
+}
+
+// TestOpenMessages: an unreachable database and a refused password each
+// say what is wrong and what happens next, and name the host and port with
+// only the password hidden.
+func TestOpenMessages(t *testing.T) {
+	// Unreachable: a port nothing listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	s, err := OpenOrRetry(ctxT(t), "postgres://root:pw4321@"+addr+"/ttfx_pw4321?sslmode=disable&connect_timeout=2", log)
+	if err != nil {
+		t.Fatalf("unreachable: %v, want a store that retries", err)
+	}
+	s.Close()
+	for _, want := range []string{"cannot reach the database at postgres://root:xxxxx@" + addr + "/ttfx_pw4321", "serves anyway", "retries in the background", addr} {
+		if !strings.Contains(logged.String(), want) {
+			t.Errorf("unreachable: log %q lacks %q", logged.String(), want)
+		}
+	}
+	if strings.Contains(logged.String(), "root:pw4321") {
+		t.Errorf("unreachable: log shows the password: %s", logged.String())
+	}
+
+	// Refused: the real server with a wrong password.
+	u, err := url.Parse(testenv.PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(u.User.Username(), "wrong-pw-98765")
+	_, err = OpenOrRetry(ctxT(t), u.String(), log)
+	if err == nil {
+		t.Fatal("a wrong password opened the store")
+	}
+	msg := err.Error()
+	for _, want := range []string{u.Host, ":xxxxx@", "refused", "does not start", "correct the DSN"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("wrong password: %q lacks %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "wrong-pw-98765") {
+		t.Errorf("wrong password: the message shows it: %s", msg)
 	}
 }

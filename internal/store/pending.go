@@ -39,14 +39,22 @@ const (
 // database, a SQLite file that cannot be opened.
 func OpenOrRetry(ctx context.Context, dsn string, log *slog.Logger) (Store, error) {
 	s, err := Open(ctx, dsn)
-	if err == nil || !isServerDSN(dsn) || !transientOpenError(err) {
+	if err == nil || !isServerDSN(dsn) {
 		return s, err
+	}
+	if !transientOpenError(err) {
+		// Said the same way as the retrying case below: what is wrong,
+		// then what happens next.
+		return nil, fmt.Errorf("%w\nthe database at %s answered but refused the user, password or database name; "+
+			"waiting cannot cure that, so the gateway does not start: correct the DSN (store or store_env) and start again", err, redactDSN(dsn))
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	log.Warn("store: the database cannot be reached; serving anyway and retrying in the background",
-		"err", ErrorMessage(err))
+	// The gateway's own log: the error whole (the DSN in it has its
+	// password hidden), so that the operator sees the host and port.
+	log.Warn(fmt.Sprintf("store: cannot reach the database at %s; the gateway serves anyway, queues records in memory and retries in the background (every %v, up to every %v)",
+		redactDSN(dsn), openRetryMin, openRetryMax), "err", err.Error())
 	return newPendingStore(dsn, err, log, Open), nil
 }
 
@@ -113,7 +121,7 @@ func (p *pendingStore) retry(ctx context.Context) {
 		p.mu.Lock()
 		p.lastErr = err
 		p.mu.Unlock()
-		p.log.Warn("store: the database is still unreachable", "retry_in", wait, "err", ErrorMessage(err))
+		p.log.Warn("store: the database is still unreachable; retrying", "store", redactDSN(p.dsn), "retry_in", wait, "err", err.Error())
 		wait = min(2*wait, openRetryMax)
 	}
 }

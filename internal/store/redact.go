@@ -22,7 +22,9 @@ func ErrorMessage(err error) string {
 	if err == nil {
 		return ""
 	}
-	msg := err.Error()
+	// A DSN in the text (open store postgres://…: …) names all of it:
+	// it goes whole.
+	msg := dsnPattern.ReplaceAllString(err.Error(), "[store]")
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) && ce.Config != nil {
 		c := ce.Config
@@ -53,15 +55,19 @@ func ErrorMessage(err error) string {
 		if c.Database != "" {
 			msg = strings.ReplaceAll(msg, `"`+c.Database+`"`, `"[database]"`)
 		}
-		if len(c.Password) >= 4 {
-			msg = strings.ReplaceAll(msg, c.Password, "[password]")
-		}
+		// Not the password: pgx never writes it, and replacing its text
+		// wherever it occurs would show it inside any name that
+		// contains it.
 	}
 	for _, re := range addressPatterns {
 		msg = re.ReplaceAllString(msg, "[address]")
 	}
 	return msg
 }
+
+// dsnPattern matches a server DSN up to the colon that ends it in "open
+// store DSN: …".
+var dsnPattern = regexp.MustCompile(`\b(postgres|postgresql|clickhouse)://[^\s]*[^\s:]`)
 
 // addressPatterns match IP addresses, with a port or without, as Go's net
 // errors write them: 10.0.0.5, 10.0.0.5:5432, [fd00::5]:5432. (An IPv6

@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -142,8 +143,30 @@ func Open(ctx context.Context, dsn string) (Store, error) {
 // Redact returns dsn with its password hidden, for messages.
 func Redact(dsn string) string { return redactDSN(dsn) }
 
-// redactDSN hides a password in a DSN before it goes into an error.
+// redactDSN hides the password of a DSN before it goes into a message,
+// and nothing else: the host, port, user and database name are what an
+// operator needs to see. The DSN is parsed as a URL, so only the password
+// field changes (a password "bars" in postgres://root:bars@h/ttfx_bars
+// leaves the database name whole), and a password=… query parameter is
+// hidden too. A DSN that does not parse as a URL is cut at its last @.
 func redactDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.Scheme == "" || u.Opaque != "" {
+		return redactUnparsed(dsn)
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// redactUnparsed hides what lies between the user and the last @ of a DSN
+// that is not a valid URL (a password with an unescaped character).
+func redactUnparsed(dsn string) string {
 	scheme, rest, ok := strings.Cut(dsn, "://")
 	if !ok {
 		return dsn
