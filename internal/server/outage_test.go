@@ -25,7 +25,7 @@ import (
 
 // getJSON GETs path with key and decodes a JSON answer into out (if not
 // nil); it returns the status and how long the answer took.
-func getJSON(t *testing.T, base, path, key string, out any) (int, time.Duration) {
+func getJSON(t testing.TB, base, path, key string, out any) (int, time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -21,6 +21,7 @@ import (
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/server"
 	"github.com/ttfx/ttfx/internal/sim"
+	"github.com/ttfx/ttfx/internal/testenv"
 	"github.com/ttfx/ttfx/internal/timeline"
 )
 
@@ -87,7 +88,7 @@ func firstText(ctx context.Context, base, key string) (time.Duration, error) {
 
 // firstTexts relays n streams, conc at a time, and returns their times to
 // first text.
-func firstTexts(t *testing.T, base, key string, n, conc int) []time.Duration {
+func firstTexts(t testing.TB, base, key string, n, conc int) []time.Duration {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -185,90 +186,95 @@ channels:
 	// machine does falls on both sides alike.
 	const rounds, n, conc = 3, 80, 4
 	firstTexts(t, srv.URL(), client, 20, conc) // warm up
-	var alone, beside []time.Duration
-	var reads, refused atomic.Int64
-	// The heap while the reads run: none may hold memory in proportion
-	// to the records it covers (60,000 records held as records would be
-	// some 90 MB).
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	heapIdle, heapPeak := ms.HeapInuse, ms.HeapInuse
-	for range rounds {
-		alone = append(alone, firstTexts(t, srv.URL(), client, n, conc)...)
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			tick := time.NewTicker(20 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-tick.C:
-					var ms runtime.MemStats
-					runtime.ReadMemStats(&ms)
-					heapPeak = max(heapPeak, ms.HeapInuse)
-				}
-			}
-		})
-		for _, p := range heavy {
+	// The measurement and its checks, measured again (up to
+	// testenv.Attempts times) when a burst of load elsewhere on the
+	// machine lands on the rounds beside the reads and not on the others.
+	testenv.Timed(t, func(t testing.TB) {
+		var alone, beside []time.Duration
+		var reads, refused atomic.Int64
+		// The heap while the reads run: none may hold memory in proportion
+		// to the records it covers (60,000 records held as records would be
+		// some 90 MB).
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		heapIdle, heapPeak := ms.HeapInuse, ms.HeapInuse
+		for range rounds {
+			alone = append(alone, firstTexts(t, srv.URL(), client, n, conc)...)
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
 			wg.Go(func() {
+				tick := time.NewTicker(20 * time.Millisecond)
+				defer tick.Stop()
 				for {
 					select {
 					case <-stop:
 						return
-					default:
-					}
-					code, _ := getJSON(t, srv.URL(), p, admin, nil)
-					switch code {
-					case 200:
-						reads.Add(1)
-					case 503:
-						refused.Add(1)
-						time.Sleep(100 * time.Millisecond)
-					default:
-						t.Errorf("%s: %d", p, code)
-						return
+					case <-tick.C:
+						var ms runtime.MemStats
+						runtime.ReadMemStats(&ms)
+						heapPeak = max(heapPeak, ms.HeapInuse)
 					}
 				}
 			})
+			for _, p := range heavy {
+				wg.Go(func() {
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						code, _ := getJSON(t, srv.URL(), p, admin, nil)
+						switch code {
+						case 200:
+							reads.Add(1)
+						case 503:
+							refused.Add(1)
+							time.Sleep(100 * time.Millisecond)
+						default:
+							t.Errorf("%s: %d", p, code)
+							return
+						}
+					}
+				})
+			}
+			time.Sleep(300 * time.Millisecond) // the reads under way
+			beside = append(beside, firstTexts(t, srv.URL(), client, n, conc)...)
+			close(stop)
+			wg.Wait()
 		}
-		time.Sleep(300 * time.Millisecond) // the reads under way
-		beside = append(beside, firstTexts(t, srv.URL(), client, n, conc)...)
-		close(stop)
-		wg.Wait()
-	}
-	idle50, idle99 := pct(alone, 50), pct(alone, 99)
-	load50, load99 := pct(beside, 50), pct(beside, 99)
+		idle50, idle99 := pct(alone, 50), pct(alone, 99)
+		load50, load99 := pct(beside, 50), pct(beside, 99)
 
-	t.Logf("first text p50/p99: %v / %v alone, %v / %v beside four heavy reads (%d answered, %d refused busy meanwhile)",
-		idle50.Round(time.Millisecond), idle99.Round(time.Millisecond), load50.Round(time.Millisecond), load99.Round(time.Millisecond),
-		reads.Load(), refused.Load())
-	if reads.Load() == 0 {
-		t.Fatal("no heavy read finished while the relay was measured")
-	}
-	grew := float64(heapPeak-heapIdle) / (1 << 20)
-	t.Logf("heap in use: %.1f MiB before the reads, peak %.1f MiB beside them (+%.1f MiB)",
-		float64(heapIdle)/(1<<20), float64(heapPeak)/(1<<20), grew)
-	if grew > 48 {
-		t.Errorf("the heap grew by %.1f MiB beside the reads of %d records: a read holds memory per record", grew, seed)
-	}
-	// Relative to what it measures: the relay's own latency alone, with
-	// room for a loaded two-core machine, not a fixed number of
-	// milliseconds. Measured there (load average 17–20, the heavy reads
-	// in the same process as the relay, the simulator and this client),
-	// p50/p99 alone → beside the reads: with the budget (one read at a
-	// time) 121/150 → 137/346 ms and 122/153 → 138/295 ms; without it
-	// (eight at a time) 121/141 → 358/618 ms and 121/174 → 343/842 ms. The tail is the machine's
-	// as much as the reads'; the median says whether the relay kept its
-	// cores.
-	if limit := idle99*3 + 50*time.Millisecond; load99 > limit {
-		t.Errorf("relayed first-text p99 %v beside heavy reads, over %v (3 × %v alone + 50 ms)", load99, limit, idle99)
-	}
-	if limit := idle50*3/2 + 10*time.Millisecond; load50 > limit {
-		t.Errorf("relayed first-text p50 %v beside heavy reads, over %v (1.5 × %v alone + 10 ms)", load50, limit, idle50)
-	}
+		t.Logf("first text p50/p99: %v / %v alone, %v / %v beside four heavy reads (%d answered, %d refused busy meanwhile)",
+			idle50.Round(time.Millisecond), idle99.Round(time.Millisecond), load50.Round(time.Millisecond), load99.Round(time.Millisecond),
+			reads.Load(), refused.Load())
+		if reads.Load() == 0 {
+			t.Fatal("no heavy read finished while the relay was measured")
+		}
+		grew := float64(heapPeak-heapIdle) / (1 << 20)
+		t.Logf("heap in use: %.1f MiB before the reads, peak %.1f MiB beside them (+%.1f MiB)",
+			float64(heapIdle)/(1<<20), float64(heapPeak)/(1<<20), grew)
+		if grew > 48 {
+			t.Errorf("the heap grew by %.1f MiB beside the reads of %d records: a read holds memory per record", grew, seed)
+		}
+		// Relative to what it measures: the relay's own latency alone, with
+		// room for a loaded two-core machine, not a fixed number of
+		// milliseconds. Measured there (load average 17–20, the heavy reads
+		// in the same process as the relay, the simulator and this client),
+		// p50/p99 alone → beside the reads: with the budget (one read at a
+		// time) 121/150 → 137/346 ms and 122/153 → 138/295 ms; without it
+		// (eight at a time) 121/141 → 358/618 ms and 121/174 → 343/842 ms. The tail is the machine's
+		// as much as the reads'; the median says whether the relay kept its
+		// cores.
+		if limit := idle99*3 + 50*time.Millisecond; load99 > limit {
+			t.Errorf("relayed first-text p99 %v beside heavy reads, over %v (3 × %v alone + 50 ms)", load99, limit, idle99)
+		}
+		if limit := idle50*3/2 + 10*time.Millisecond; load50 > limit {
+			t.Errorf("relayed first-text p50 %v beside heavy reads, over %v (1.5 × %v alone + 10 ms)", load50, limit, idle50)
+		}
+	})
 }
 
 // readLoadConcurrency overrides the read budget in
