@@ -36,6 +36,11 @@ func TestHelpEverywhere(t *testing.T) {
 			if !strings.Contains(stdout, "ttfx "+c[0]) {
 				t.Errorf("ttfx %s: usage does not name the command:\n%s", strings.Join(args, " "), stdout)
 			}
+			// No file the gateway no longer makes (keys live in the
+			// store since issue 32).
+			if strings.Contains(stdout, "ttfx.keys.json") {
+				t.Errorf("ttfx %s: usage names ttfx.keys.json:\n%s", strings.Join(args, " "), stdout)
+			}
 		}
 	}
 	// A wrong flag is still a usage error: exit 2, the usage on stderr.

@@ -17,7 +17,7 @@ func runDemo(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	stay := fs.Bool("stay", false, "keep the demo gateway serving after the traffic, until Ctrl-C")
 	listen := fs.String("listen", "", "gateway `address` (default 127.0.0.1:8080, or a free port if taken)")
-	dir := fs.String("dir", "", "`directory` of ttfx.db and ttfx.keys.json (default: the working directory)")
+	dir := fs.String("dir", "", "`directory` of ttfx.db, the demo's store (default: the working directory)")
 	if err := parseNoArgs(fs, args, "usage: ttfx demo [--stay] [--listen ADDR] [--dir DIR]\n", os.Stdout); err != nil {
 		return err
 	}

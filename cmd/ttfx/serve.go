@@ -58,7 +58,25 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	srv.WriteKeys(os.Stdout, hint)
 	fmt.Printf("dashboard: %s/ui/   metrics: %s/metrics   API: %s/api/requests\n", srv.URL(), srv.URL(), srv.URL())
-	return srv.Serve(ctx)
+	// SIGINT or SIGTERM: say what the wait that follows is, before it.
+	served := make(chan struct{})
+	defer close(served)
+	sctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go func() {
+		select {
+		case <-served:
+		case <-ctx.Done():
+			fmt.Fprintf(os.Stderr, "ttfx serve: %v: draining: no new connections; streams in flight have up to %v (drain_timeout) to finish, then the queued records are written\n",
+				context.Cause(ctx), srv.DrainTimeout())
+			stop()
+		}
+	}()
+	if err := srv.Serve(sctx); err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "ttfx serve: drained and stopped")
+	return nil
 }
 
 // newLogger builds the structured logger of the configuration on stderr;

@@ -135,6 +135,11 @@ func (p *process) stop(t *testing.T) {
 	case <-time.After(40 * time.Second):
 		t.Fatalf("ttfx serve did not stop on SIGTERM:\n%s", p.out.String())
 	}
+	// It said what it was doing, and for how long at most.
+	if out := p.out.String(); !strings.Contains(out, "ttfx serve: terminated signal received: draining: no new connections; streams in flight have up to ") ||
+		!strings.Contains(out, " (drain_timeout) to finish") || !strings.HasSuffix(out, "ttfx serve: drained and stopped\n") {
+		t.Errorf("ttfx serve on SIGTERM said:\n%s", out)
+	}
 }
 
 func post(t *testing.T, url, key, body string) (*http.Response, []byte) {
@@ -186,15 +191,33 @@ func TestServeZeroConfig(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
-	// A second start keeps the keys, prints none and says how to get new
-	// ones.
+	// A second start keeps the keys, prints none and says how to get a
+	// working secret right there; the command it shows gives one.
 	p = serve(t, dir, nil)
+	hint := `eval "$(ttfx keys rotate client)"    # sets TTFX_CLIENT_KEY`
 	if strings.Contains(p.out.String(), "new keys") || !strings.Contains(p.out.String(), "keys already in the store: admin, client, viewer") ||
-		!strings.Contains(p.out.String(), "`ttfx keys rotate NAME`") {
+		!strings.Contains(p.out.String(), hint) {
 		t.Fatalf("second start:\n%s", p.out.String())
 	}
 	if resp, _ := post(t, p.url, keys["client"], `{"model":"fast","messages":[{"role":"user","content":"hi"}]}`); resp.StatusCode != 200 {
 		t.Fatalf("old key refused: %d", resp.StatusCode)
+	}
+	rotate := exec.Command(ttfxBinary(t), "keys", "rotate", "client")
+	rotate.Dir = dir
+	rotated, err := rotate.Output()
+	m := regexp.MustCompile(`(?m)^export TTFX_CLIENT_KEY=(ttfx-\S+)$`).FindSubmatch(rotated)
+	if err != nil || m == nil {
+		t.Fatalf("the hint's command: %v\n%s", err, rotated)
+	}
+	// Gateways on the store see a new secret within seconds.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		resp, _ := post(t, p.url, string(m[1]), `{"model":"fast","messages":[{"role":"user","content":"hi"}]}`)
+		if resp.StatusCode == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the secret the hint's command printed: %d", resp.StatusCode)
+		}
 	}
 	p.stop(t)
 }

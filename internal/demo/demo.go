@@ -27,7 +27,7 @@ import (
 
 // Options configure a demo run.
 type Options struct {
-	Dir    string // where ttfx.db and ttfx.keys.json live; "" = working directory
+	Dir    string // where ttfx.db lives; "" = working directory
 	Listen string // gateway address; "" = 127.0.0.1:8080, or any free port if that is taken
 	Stay   bool   // keep serving after the traffic until ctx ends
 	Out    io.Writer

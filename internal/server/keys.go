@@ -79,8 +79,18 @@ func (s *Server) WriteKeys(w io.Writer, keysCmd string) {
 		}
 	}
 	if len(old) > 0 {
-		fmt.Fprintf(w, "keys already in the store: %s. Their secrets were shown when they were made; `%s rotate NAME` gives one a new secret, `%s new --name N --role admin|client|viewer [--group G]` makes another.\n",
-			strings.Join(old, ", "), keysCmd, keysCmd)
+		// The reader of this line has no secret for these keys (a
+		// demo's, an earlier start's): show the one command that gives
+		// a working one, as an export line for this shell.
+		pick := old[0]
+		if slices.Contains(old, "client") {
+			pick = "client"
+		}
+		fmt.Fprintf(w, "keys already in the store: %s. Their secrets were shown once, when they were made (by `ttfx demo` or an earlier start), and are not kept.\n", strings.Join(old, ", "))
+		fmt.Fprintf(w, "for a working secret now, rotate a key and set its variable in this shell (its old secret keeps working for 24h):\n")
+		fmt.Fprintf(w, "  eval \"$(%s rotate %s)\"    # sets %s\n", keysCmd, pick, EnvName(pick))
+		fmt.Fprintf(w, "likewise `%s rotate NAME` for %s; `%s new --name N --role admin|client|viewer [--group G]` makes another.\n",
+			keysCmd, strings.Join(old, ", "), keysCmd)
 	}
 }
 

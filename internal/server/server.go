@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/ttfx/ttfx/internal/api"
@@ -128,6 +129,9 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	}
 	s.ln, err = net.Listen("tcp", addr)
 	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("listen: %w\nanother program (perhaps another ttfx) already listens on %s: stop it, or listen elsewhere with --listen 127.0.0.1:8081 (or listen: in the configuration)", err, addr)
+		}
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 
@@ -333,6 +337,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	return errors.Join(serveErr, s.Shutdown())
 }
+
+// DrainTimeout is how long Shutdown lets streams in flight finish.
+func (s *Server) DrainTimeout() time.Duration { return s.cfg.DrainTimeout.D() }
 
 // Shutdown stops the server gracefully.
 func (s *Server) Shutdown() error {

@@ -146,7 +146,7 @@ func TestZeroConfig(t *testing.T) {
 	}
 	var out strings.Builder
 	srv2.WriteKeys(&out, "ttfx keys")
-	if !strings.Contains(out.String(), "keys already in the store: admin, client, viewer") || !strings.Contains(out.String(), "ttfx keys rotate NAME") {
+	if !strings.Contains(out.String(), "keys already in the store: admin, client, viewer") || !strings.Contains(out.String(), `eval "$(ttfx keys rotate client)"    # sets TTFX_CLIENT_KEY`) {
 		t.Fatalf("second start says:\n%s", out.String())
 	}
 	if resp, _ := chat(t, srv2.URL(), client, "fast", true, ""); resp.StatusCode != 200 {

@@ -369,3 +369,18 @@ func TestTLSBadFiles(t *testing.T) {
 		t.Errorf("tls without key_file: %v, want an error naming key_file", err)
 	}
 }
+
+// TestListenBusy: a port another program holds is said so, with the flag
+// that picks another.
+func TestListenBusy(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, err = server.New(context.Background(), server.Options{Dir: t.TempDir(), Listen: ln.Addr().String(), Logger: slog.New(slog.DiscardHandler)})
+	if err == nil || !strings.Contains(err.Error(), "address already in use") || !strings.Contains(err.Error(), "--listen") ||
+		!strings.Contains(err.Error(), ln.Addr().String()) {
+		t.Errorf("start on a busy port: %v, want the address and a hint of --listen", err)
+	}
+}

@@ -123,11 +123,14 @@ func Builtin() map[string]Profile {
 			TextMs: Ms(120), VisibleTokens: 60, TPS: 200,
 		},
 		// A reasoning model: 120 reasoning tokens streamed from 400 ms,
-		// then 150 visible tokens at 80 t/s from 2400 ms (end 4275 ms).
+		// then 150 visible tokens at 80 t/s from 2900 ms (end 4775 ms).
+		// Its 2.5 s from reasoning to text is clear of the 2 s threshold
+		// of response_to_text_gap, so every API gets that verdict (at
+		// 2400 ms it sat on the threshold and one API's did, another's not).
 		"reasoning": {
 			HeadersMs: 200, FirstEventMs: 200,
 			ReasoningMs: Ms(400), ReasoningTokens: 120,
-			TextMs: Ms(2400), VisibleTokens: 150, TPS: 80,
+			TextMs: Ms(2900), VisibleTokens: 150, TPS: 80,
 		},
 		// A tool call and no text: arguments from 600 ms at 60 t/s.
 		"tool-call": {
@@ -144,9 +147,11 @@ func Builtin() map[string]Profile {
 			HeadersMs: 50, TextMs: Ms(80), VisibleTokens: 100, TPS: 100,
 			Fault: "reset_after:40",
 		},
+		// Stalls 6.5 s after 20 tokens: past the 5 s threshold of
+		// generation_stalled, so the demo shows that verdict.
 		"stall": {
 			HeadersMs: 50, TextMs: Ms(80), VisibleTokens: 100, TPS: 100,
-			Fault: "stall_after:20:3000",
+			Fault: "stall_after:20:6500",
 		},
 		"truncate": {
 			HeadersMs: 50, TextMs: Ms(80), VisibleTokens: 100, TPS: 100,

@@ -352,7 +352,7 @@ func TestBrowser(t *testing.T) {
 	}
 
 	// Streaming and non-streaming apart: a non-streaming answer, a model
-	// listing and a stream that stalls 3 s mid-answer.
+	// listing and a stream that stalls 6.5 s mid-answer.
 	whole := post(t, base+"/v1/chat/completions", "Authorization", "Bearer "+client, `{"model":"fast","messages":[{"role":"user","content":"hi"}]}`)
 	stall := post(t, base+"/v1/chat/completions", "Authorization", "Bearer "+client, `{"model":"stall","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	models, _ := http.NewRequest("GET", base+"/v1/models", nil)
