@@ -321,6 +321,12 @@ func decode(b []byte) (*Config, error) {
 	if err := yaml.NewDecoder(bytes.NewReader(b)).Decode(&doc); errors.Is(err, io.EOF) {
 		return &c, nil
 	} else if err != nil {
+		// The parser names the line where the enclosing block began;
+		// a line indented wrong is the usual cause, and its own line is
+		// the one to show.
+		if line, msg, ok := misindented(b); ok {
+			return nil, fmt.Errorf("parse config: line %d: %s (the YAML parser says: %w)", line, msg, err)
+		}
 		return nil, fmt.Errorf("parse config: %w", err)
 	}
 	if errs := unknownFields(&doc, reflect.TypeFor[Config]()); len(errs) > 0 {
