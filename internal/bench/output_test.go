@@ -135,3 +135,35 @@ func TestProgressLine(t *testing.T) {
 func at(ms float64) timeline.Offset {
 	return timeline.At(time.Duration(ms * float64(time.Millisecond)))
 }
+
+// TestReportAllOrNoneFailed: when every request failed the report says why
+// first and prints no table of successful requests; when none failed it
+// has no failure-inclusive table repeating the successful one.
+func TestReportAllOrNoneFailed(t *testing.T) {
+	srv := simServer(t, nil)
+	var buf bytes.Buffer
+	if err := WriteReport(&buf, run(t, opts(srv.URL, "status-503", 3))); err != nil {
+		t.Fatal(err)
+	}
+	rep := buf.String()
+	if !strings.HasPrefix(rep, "every measured request failed (3 of 3):\n  503 ") {
+		t.Errorf("all failed: the report does not start with the reason:\n%s", rep)
+	}
+	for _, absent := range []string{"successful requests (", "with failures counted", "tokens (successful"} {
+		if strings.Contains(rep, absent) {
+			t.Errorf("all failed: the report has %q:\n%s", absent, rep)
+		}
+	}
+	if !strings.Contains(rep, "failed requests (3)") {
+		t.Errorf("all failed: no table of how far they got:\n%s", rep)
+	}
+
+	buf.Reset()
+	if err := WriteReport(&buf, run(t, opts(srv.URL, "fast", 2))); err != nil {
+		t.Fatal(err)
+	}
+	rep = buf.String()
+	if strings.Contains(rep, "with failures counted") || strings.Contains(rep, "every measured request failed") || !strings.Contains(rep, "successful requests (2)") {
+		t.Errorf("none failed:\n%s", rep)
+	}
+}

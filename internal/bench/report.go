@@ -17,7 +17,22 @@ import (
 // requests, and the gateway split when there is one.
 func WriteReport(w io.Writer, res *Result) error {
 	c, s := &res.Conditions, &res.Summary
+	rq := s.Requests
 	var b strings.Builder
+	// Nothing succeeded: why comes first, and the tables of successful
+	// requests (empty) do not come at all.
+	allFailed := rq.Measured > 0 && rq.OK == 0 && rq.Failed > 0
+	if allFailed {
+		fmt.Fprintf(&b, "every measured request failed (%d of %d):\n", rq.Failed, rq.Measured)
+		for _, fc := range FailureClasses(res.Requests) {
+			fmt.Fprintf(&b, "  %s × %d", fc.Class, fc.Count)
+			if e := firstError(res.Requests, fc.Class); e != "" {
+				fmt.Fprintf(&b, ": %s", e)
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("\n")
+	}
 	fmt.Fprintf(&b, "ttfx bench %s — run %s", c.Tool.Version, res.Run.ID)
 	if res.Run.Host != "" {
 		fmt.Fprintf(&b, " on %s", res.Run.Host)
@@ -38,7 +53,6 @@ func WriteReport(w io.Writer, res *Result) error {
 		}
 		b.WriteString("\n")
 	}
-	rq := s.Requests
 	fmt.Fprintf(&b, "\nrequests: %d measured, %d ok, %d failed (error rate %.1f%%), %d cancelled; warmup %d (%d ok)\n",
 		rq.Measured, rq.OK, rq.Failed, 100*rq.ErrorRate, rq.Cancelled, res.Warmup.Requests, res.Warmup.OK)
 	if len(rq.Statuses) > 0 {
@@ -87,22 +101,28 @@ func WriteReport(w io.Writer, res *Result) error {
 		fmt.Fprintf(tw, "%s\t%d\t%d%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, st.Count, st.Absent, extra,
 			fmtV(st.Min), fmtV(st.P50), fmtV(st.P90), fmtV(st.P95), fmtV(st.P99), fmtV(st.Max), fmtV(st.Mean))
 	}
-	fmt.Fprintf(w, "\nsuccessful requests (%d) — ms, tps in visible tokens/s per request\n", rq.OK)
-	fmt.Fprintln(tw, header)
-	for _, m := range Metrics {
-		line(m.Name, *s.Metric(m.Name), "")
-	}
-	tw.Flush()
-
-	fmt.Fprintf(w, "\nwith failures counted as +Inf (%d ok + %d failed)\n", rq.OK, rq.Failed)
-	fmt.Fprintln(tw, "metric\tcount\tabsent/unbounded\tmin\tp50\tp90\tp95\tp99\tmax\tmean\t")
-	for _, m := range Metrics {
-		if st, ok := s.WithFailures[m.Name]; ok {
-			fmt.Fprintf(tw, "%s\t%d\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", m.Name, st.Count, st.Absent, st.Unbounded,
-				fmtV(st.Min), fmtV(st.P50), fmtV(st.P90), fmtV(st.P95), fmtV(st.P99), fmtV(st.Max), fmtV(st.Mean))
+	if !allFailed {
+		fmt.Fprintf(w, "\nsuccessful requests (%d) — ms, tps in visible tokens/s per request\n", rq.OK)
+		fmt.Fprintln(tw, header)
+		for _, m := range Metrics {
+			line(m.Name, *s.Metric(m.Name), "")
 		}
+		tw.Flush()
 	}
-	tw.Flush()
+
+	// Counting failures as +Inf changes nothing when none failed, and
+	// says nothing new when all did.
+	if rq.Failed > 0 && !allFailed {
+		fmt.Fprintf(w, "\nwith failures counted as +Inf (%d ok + %d failed)\n", rq.OK, rq.Failed)
+		fmt.Fprintln(tw, "metric\tcount\tabsent/unbounded\tmin\tp50\tp90\tp95\tp99\tmax\tmean\t")
+		for _, m := range Metrics {
+			if st, ok := s.WithFailures[m.Name]; ok {
+				fmt.Fprintf(tw, "%s\t%d\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", m.Name, st.Count, st.Absent, st.Unbounded,
+					fmtV(st.Min), fmtV(st.P50), fmtV(st.P90), fmtV(st.P95), fmtV(st.P99), fmtV(st.Max), fmtV(st.Mean))
+			}
+		}
+		tw.Flush()
+	}
 
 	if rq.Failed > 0 {
 		fmt.Fprintf(w, "\nfailed requests (%d) — how far they got\n", rq.Failed)
@@ -113,6 +133,9 @@ func WriteReport(w io.Writer, res *Result) error {
 		tw.Flush()
 	}
 
+	if allFailed {
+		return nil
+	}
 	fmt.Fprintf(w, "\ntokens (successful requests)\n")
 	fmt.Fprintln(tw, header)
 	line("prompt (o200k_base)", s.Tokens.Prompt, "")
@@ -147,6 +170,22 @@ func WriteReport(w io.Writer, res *Result) error {
 type FailureClass struct {
 	Class string // "401 invalid_api_key": the HTTP status and the provider's error code (or the bench's status)
 	Count int
+}
+
+// firstError is the error of the first failed row of class, bounded.
+func firstError(rows []Row, class string) string {
+	for _, c := range rows {
+		if !c.failed() {
+			continue
+		}
+		if only := FailureClasses([]Row{c}); len(only) == 1 && only[0].Class == class {
+			if r := []rune(c.Error); len(r) > 200 {
+				return string(r[:200]) + "…"
+			}
+			return c.Error
+		}
+	}
+	return ""
 }
 
 // FailureClasses groups the failed rows by HTTP status and error code, most
