@@ -323,6 +323,12 @@ func TestChannels(t *testing.T) {
 	bad := fast("req-err", "team-a", now.Add(-time.Minute), false)
 	bad.Status, bad.HTTPStatus = record.StatusUpstreamHTTPError, 502
 	recs = append(recs, bad)
+	// A thousand of one model: counts read as the overview writes them.
+	for i := range 1000 {
+		r := fast(fmt.Sprintf("req-bulk-%d", i), "team-a", now.Add(-time.Duration(i)*time.Second), false)
+		r.Model = "bulk"
+		recs = append(recs, r)
+	}
 	fx := newFixture(t, recs, nil)
 	b := fx.get(t, "/ui/view/channels?since=1h", keyAdmin).body
 	row := func(ch, model string) string {
@@ -340,6 +346,9 @@ func TestChannels(t *testing.T) {
 	fastRow := row("sim-openai", "fast")
 	if !strings.Contains(fastRow, `<td class="n err" data-th="error rate">25%</td>`) || !strings.Contains(fastRow, `<td class="n" data-th="inflight now">2</td>`) {
 		t.Errorf("openai fast row (1 error in 4; inflight 2): %s", fastRow)
+	}
+	if bulk := row("sim-openai", "bulk"); !strings.Contains(bulk, `data-th="requests">1,000</td>`) {
+		t.Errorf("bulk row: the count is not grouped as elsewhere (1,000): %s", bulk)
 	}
 	meta := row("sim-openai", "metadata-only")
 	if strings.Count(meta, `<span class="absent">absent</span>`) != 4 {
