@@ -70,6 +70,9 @@ const (
 	chartW, chartH = 900, 320
 	padL, padR     = 60, 180
 	padT, padB     = 16, 36
+	// cdfLegendW widens the CDF for its legend (146 px of padR held
+	// "first_response_ms (" and clipped the rest).
+	cdfLegendW = 120
 )
 
 var ttftColours = map[string]string{
@@ -121,7 +124,11 @@ func cdfSVG(res *Result) template.HTML {
 		curves = append(curves, c)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="CDF of time to first X">`, chartW, chartH, chartW, chartH)
+	// The legend sits right of the plot, in a column of its own: the
+	// longest entry ("first_response_ms (100000/100000)", "…: none
+	// reached it") fits it at the legend's font size.
+	w := chartW + cdfLegendW
+	fmt.Fprintf(&b, `<svg width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="CDF of time to first X">`, w, chartH, w, chartH)
 	if maxX <= 0 {
 		fmt.Fprintf(&b, `<text x="20" y="30">no successful request reached any mark (%d failed)</text></svg>`, res.Summary.Requests.Failed)
 		return template.HTML(b.String())
@@ -136,7 +143,7 @@ func cdfSVG(res *Result) template.HTML {
 			legend = c.name + ": none reached it"
 		}
 		st := ttftStrokes[c.name]
-		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="%g" stroke-dasharray="%s"/><text x="%d" y="%d">%s</text>`,
+		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="%g" stroke-dasharray="%s"/><text x="%d" y="%d" font-size="12" data-legend>%s</text>`,
 			chartW-padR+6, chartW-padR+30, padT+16*i+6, padT+16*i+6, ttftColours[c.name], min(st.width, 4), st.dash, chartW-padR+34, padT+16*i+10, legend)
 		if len(c.values) == 0 {
 			continue
