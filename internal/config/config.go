@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
 // Defaults of the zero-config gateway.
@@ -113,7 +115,7 @@ type Key struct {
 // Channel is one upstream.
 type Channel struct {
 	Name     string   `yaml:"name"`
-	Protocol string   `yaml:"protocol"` // openai | anthropic | gemini
+	Protocol string   `yaml:"protocol"` // the provider kind (internal/wire: a registered unit)
 	BaseURL  string   `yaml:"base_url"`
 	KeyEnv   string   `yaml:"key_env"`
 	Models   []string `yaml:"models"` // exact names or globs (path.Match); empty = all
@@ -486,10 +488,8 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("channel %q is defined twice", ch.Name))
 		}
 		names["channel:"+ch.Name] = true
-		switch ch.Protocol {
-		case "openai", "anthropic", "gemini":
-		default:
-			errs = append(errs, fmt.Errorf("channel %q: protocol %q is not openai, anthropic or gemini", ch.Name, ch.Protocol))
+		if wire.LookupKind(ch.Protocol) == nil {
+			errs = append(errs, fmt.Errorf("channel %q: protocol %q is not a provider kind (want %s)", ch.Name, ch.Protocol, wire.KindList()))
 		}
 		if u, err := url.Parse(ch.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("channel %q: base_url %q is not an http(s) URL", ch.Name, ch.BaseURL))

@@ -50,7 +50,7 @@ const (
 type Record struct {
 	RequestID string    `json:"request_id"`
 	Timestamp time.Time `json:"timestamp"`           // wall-clock time of t0, UTC
-	API       string    `json:"api"`                 // openai.chat, openai.responses, openai.completions, openai.embeddings, openai.models, anthropic, gemini
+	API       string    `json:"api"`                 // a registered API unit's name (internal/wire), e.g. openai.chat
 	Route     string    `json:"route"`               // the endpoint pattern the client called, e.g. "POST /v1/chat/completions"
 	Model     string    `json:"model"`               // the model the client asked for; empty if it named none
 	Group     string    `json:"group"`               // the client key's group; empty for none

@@ -1,13 +1,13 @@
 package relay
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 
 	"github.com/ttfx/ttfx/internal/protocol"
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
 // HTTPError is an error with what the client sees kept apart from what is
@@ -44,20 +44,10 @@ var (
 // response nor an error (net/http's Client reports the same).
 var errNoResponse = errors.New("the transport returned no response and no error")
 
-// family is the error format of a channel protocol.
-func family(proto string) protocol.ErrorFamily {
-	switch proto {
-	case protoAnthropic:
-		return protocol.FamilyAnthropic
-	case protoGemini:
-		return protocol.FamilyGemini
-	}
-	return protocol.FamilyOpenAI
-}
-
-// writeError sends e to the client in the protocol's format.
-func writeError(w http.ResponseWriter, proto string, e *HTTPError) {
-	body := protocol.ErrorBody(family(proto), protocol.ErrorResponse{Status: e.Code, Message: e.Msg, Type: e.Type})
+// writeError sends e to the client in the format of unit, the API the
+// client speaks.
+func writeError(w http.ResponseWriter, unit *wire.API, e *HTTPError) {
+	body := unit.ErrorBody(protocol.ErrorResponse{Status: e.Code, Message: e.Msg, Type: e.Type})
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
@@ -67,30 +57,15 @@ func writeError(w http.ResponseWriter, proto string, e *HTTPError) {
 	http.NewResponseController(w).Flush()
 }
 
-// streamErrorEvent is the in-band error event that ends a stream which
-// failed after bytes were sent: the only way left to tell an SSE client.
-// Each has the shape the protocol's own server sends and its official SDKs
-// parse (TestStreamErrorEventShapes, TestNodeSDKErrors): a Responses error
-// carries the sequence_number that comes next (seq, the data events relayed
-// so far; OpenAI numbers them from 0), and a Gemini error pairs its code
-// with the matching status as Google does (504 DEADLINE_EXCEEDED for the
-// gateway's timeouts, 503 UNAVAILABLE otherwise).
+// streamErrorEvent is the in-band error event that ends a stream of api
+// which failed after bytes were sent: the only way left to tell an SSE
+// client. Each API unit writes it in the shape its own server sends and
+// its official SDKs parse (TestStreamErrorEventShapes, TestNodeSDKErrors);
+// seq is the data events relayed so far.
 func streamErrorEvent(api string, e *HTTPError, seq int) []byte {
-	switch api {
-	case apiAnthropic:
-		b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{"type": "api_error", "message": e.Msg}})
-		return append(append([]byte("event: error\ndata: "), b...), "\n\n"...)
-	case apiResponses:
-		b, _ := json.Marshal(map[string]any{"type": "error", "code": e.Status, "message": e.Msg, "param": nil, "sequence_number": seq})
-		return append(append([]byte("event: error\ndata: "), b...), "\n\n"...)
-	case apiGemini:
-		code, status := http.StatusServiceUnavailable, "UNAVAILABLE"
-		if e.Code == http.StatusGatewayTimeout {
-			code, status = http.StatusGatewayTimeout, "DEADLINE_EXCEEDED"
-		}
-		b, _ := json.Marshal(map[string]any{"error": map[string]any{"code": code, "message": e.Msg, "status": status}})
-		return append(append([]byte("data: "), b...), "\n\n"...)
+	unit := wire.LookupAPI(api)
+	if unit == nil {
+		unit = wire.Default()
 	}
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": e.Msg, "type": "server_error", "param": nil, "code": e.Status}})
-	return append(append([]byte("data: "), b...), "\n\n"...)
+	return unit.StreamError(wire.Failure{Code: e.Code, Status: e.Status, Msg: e.Msg, Seq: seq})
 }

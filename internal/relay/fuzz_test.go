@@ -30,7 +30,8 @@ func FuzzParseRequest(f *testing.F) {
 		f.Add([]byte(s), uint8(0))
 	}
 	f.Fuzz(func(t *testing.T, body []byte, which uint8) {
-		ep := endpoints[int(which)%len(endpoints)]
+		eps := endpoints()
+		ep := eps[int(which)%len(eps)]
 		path := "/v1/x"
 		if ep.api == apiGemini {
 			path = "/v1beta/models/m:streamGenerateContent?alt=sse"

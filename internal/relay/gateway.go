@@ -27,6 +27,7 @@ import (
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/route"
 	"github.com/ttfx/ttfx/internal/timeline"
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
 // Recorder receives every finished request's record. Record must not block:
@@ -236,7 +237,7 @@ func (g *Gateway) Inflight() int64 { return g.inflight.Load() }
 
 // Register adds the model API routes to mux.
 func (g *Gateway) Register(mux *http.ServeMux) {
-	for _, ep := range endpoints {
+	for _, ep := range endpoints() {
 		mux.Handle(ep.pattern, g.handler(ep))
 	}
 	g.registerFallbacks(mux)
@@ -264,10 +265,11 @@ type exchange struct {
 	req       *clientRequest
 	route     route.Plan // the channels to try, in order (see relay)
 	attempts  []record.Attempt
-	committed bool // response headers or bytes reached the client: no more fallback
-	proto     string
-	scratch   []byte // reused for events the relay has to rewrite
-	abortConn bool   // close the connection after recording: the body was cut
+	committed bool      // response headers or bytes reached the client: no more fallback
+	proto     string    // the API family the request is routed by
+	unit      *wire.API // the API whose formats the client reads
+	scratch   []byte    // reused for events the relay has to rewrite
+	abortConn bool      // close the connection after recording: the body was cut
 	// skipRecord drops the record of a failed authentication that is
 	// only counted (see authFailures); errorNote is added to the
 	// record's error.
@@ -279,7 +281,7 @@ type exchange struct {
 
 func (x *exchange) serve() {
 	g := x.g
-	x.proto = x.ep.proto
+	x.proto, x.unit = x.ep.proto, x.ep.unit
 	h := x.w.Header()
 	id := requestID(h)
 	// The record is filled in place: a literal assigned to it would be
@@ -302,10 +304,12 @@ func (x *exchange) serve() {
 	}
 	x.rec.Inflight.Gateway = int(g.inflight.Add(1))
 	defer g.inflight.Add(-1)
-	if x.ep.api == apiModels && x.r.Header.Get("Anthropic-Version") != "" {
-		// Anthropic's GET /v1/models shares OpenAI's path; its clients
-		// always send anthropic-version.
-		x.proto = protoAnthropic
+	if x.ep.shared {
+		// Several providers list models at the same path; the headers
+		// their clients send say whose client this is.
+		if u := wire.Guess(x.r); u != nil {
+			x.proto, x.unit = u.Family, u
+		}
 	}
 
 	if herr := x.prepare(); herr != nil {
@@ -459,7 +463,7 @@ func (x *exchange) fail(e *HTTPError) {
 	}
 	x.rec.HTTPStatus = e.Code
 	x.committed = true
-	writeError(x.w, x.proto, e)
+	writeError(x.w, x.unit, e)
 }
 
 // started ends the request's count in opts.Starting, once: at its first

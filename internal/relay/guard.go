@@ -10,6 +10,7 @@ import (
 
 	"github.com/ttfx/ttfx/internal/jsonscan"
 	"github.com/ttfx/ttfx/internal/record"
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
 // MaxModelBytes is the longest model name the gateway accepts. Real model
@@ -19,7 +20,7 @@ import (
 const MaxModelBytes = 256
 
 // maxEcho bounds any client-supplied text an error message quotes back.
-const maxEcho = 64
+const maxEcho = wire.MaxEcho
 
 // checkModel refuses a model name no channel could serve: too long, not
 // UTF-8, or carrying control characters (which would forge log lines).
@@ -39,16 +40,7 @@ func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 
 // echo returns client-supplied text fit to quote in an error message:
 // at most maxEcho bytes, cut on a rune boundary, Go-quoted so control
 // characters are escaped.
-func echo(s string) string {
-	if len(s) > maxEcho {
-		cut := maxEcho
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		return strconv.Quote(s[:cut]) + "…"
-	}
-	return strconv.Quote(s)
-}
+func echo(s string) string { return wire.Echo(s) }
 
 // readKeys are the members of a request body the gateway reads, with the
 // members it reads inside them. The upstream reads the same body, so when
@@ -136,17 +128,19 @@ func checkInner(d *jsonscan.Decoder, outer string, inner []string) *HTTPError {
 }
 
 // checkKeyInURL refuses a key sent as ?key= to an endpoint whose official
-// SDKs never send it there. Gemini's SDKs do (and Google documents it), so
-// its routes accept it; elsewhere a key in the URL ends up in access logs,
-// proxies' logs and Referer headers, and the client is told which header
-// its protocol uses.
+// SDKs never send it there. Some APIs' SDKs do (and their provider
+// documents it), so their routes accept it (wire.API.KeyInURL); elsewhere a
+// key in the URL ends up in access logs, proxies' logs and Referer
+// headers, and the client is told which header its protocol uses.
 func checkKeyInURL(ep endpoint, r *http.Request) *HTTPError {
-	if ep.proto == protoGemini || !r.URL.Query().Has("key") {
+	if ep.unit.KeyInURL || !r.URL.Query().Has("key") {
 		return nil
 	}
-	header := "Authorization: Bearer KEY"
-	if ep.proto == protoAnthropic {
-		header = "x-api-key: KEY"
+	header := ep.unit.KeyHeader
+	if ep.shared {
+		if u := wire.Guess(r); u != nil {
+			header = u.KeyHeader
+		}
 	}
 	return &HTTPError{Code: http.StatusBadRequest, Type: "invalid_request_error", Status: record.StatusBadRequest,
 		Msg: "API keys are not accepted in the URL (?key=) on this endpoint: URLs end up in access logs; send the key in the " + header + " header"}

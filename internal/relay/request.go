@@ -6,53 +6,53 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"unicode/utf8"
 
 	"github.com/ttfx/ttfx/internal/jsonscan"
 	"github.com/ttfx/ttfx/internal/protocol"
 	"github.com/ttfx/ttfx/internal/record"
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
-// Channel protocols.
-const (
-	protoOpenAI    = "openai"
-	protoAnthropic = "anthropic"
-	protoGemini    = "gemini"
-)
-
-// Record API names.
-const (
-	apiChat        = "openai.chat"
-	apiCompletions = "openai.completions"
-	apiResponses   = "openai.responses"
-	apiEmbeddings  = "openai.embeddings"
-	apiModels      = "openai.models"
-	apiAnthropic   = "anthropic"
-	apiGemini      = "gemini"
-)
-
-// endpoint describes one route of the gateway.
+// endpoint describes one route of the gateway: an endpoint of a
+// registered API unit (internal/wire), with what the relay reads of it
+// copied out for the request path.
 type endpoint struct {
 	pattern  string       // ServeMux pattern
 	api      string       // record API name
-	proto    string       // channel protocol
+	proto    string       // the API's family: the protocol a channel must speak
 	classify protocol.API // classifier of its streams; "" when it has none
+	response protocol.API // parser of its non-streaming responses; "" when it has none
 	hasBody  bool
+	usage    bool // the gateway asks for stream_options.include_usage (SPEC §3)
+	shared   bool // several providers' APIs share the path: the client's headers say whose it is
+	// target splits a {target} path value into the model and the
+	// streaming flag; nil when the model is in the body.
+	target func(string) (string, bool, error)
+	unit   *wire.API
 }
 
-var endpoints = []endpoint{
-	{"POST /v1/chat/completions", apiChat, protoOpenAI, protocol.OpenAIChat, true},
-	{"POST /v1/completions", apiCompletions, protoOpenAI, protocol.OpenAIChat, true},
-	{"POST /v1/responses", apiResponses, protoOpenAI, protocol.OpenAIResponses, true},
-	{"POST /v1/embeddings", apiEmbeddings, protoOpenAI, "", true},
-	{"GET /v1/models", apiModels, protoOpenAI, "", false},
-	{"POST /v1/messages", apiAnthropic, protoAnthropic, protocol.Anthropic, true},
-	// Gemini puts the model and the method in one path segment
-	// ("gemini-2.5-flash:streamGenerateContent"), which a ServeMux
-	// wildcard cannot split; parseRequest does.
-	{"POST /v1beta/models/{target}", apiGemini, protoGemini, protocol.Gemini, true},
+var (
+	endpointsOnce sync.Once
+	endpointList  []endpoint
+)
+
+// endpoints returns the routes of every registered API, in the registry's
+// order. The registry is complete once the program's init functions ran.
+func endpoints() []endpoint {
+	endpointsOnce.Do(func() {
+		for _, a := range wire.APIs() {
+			for _, e := range a.Endpoints {
+				endpointList = append(endpointList, endpoint{
+					pattern: e.Pattern, api: a.Name, proto: a.Family,
+					classify: a.Stream, response: a.Response, hasBody: e.HasBody,
+					usage: a.UsageOption, shared: e.SharedPath, target: e.Target, unit: a,
+				})
+			}
+		}
+	})
+	return endpointList
 }
 
 // clientRequest is what the gateway reads from a client's request: only
@@ -154,7 +154,7 @@ func (r *promptReader) Close() error {
 // parseRequest reads the fields the gateway needs from a client request
 // body and prepares the upstream body. It returns an *HTTPError for bad input.
 func parseRequest(ep endpoint, r *http.Request, body []byte) (*clientRequest, *HTTPError) {
-	// The upstream request keeps the client's query (Gemini's alt=sse)
+	// The upstream request keeps the client's query (an alt=sse)
 	// but never a key passed as ?key=: the channel's own key goes upstream.
 	cr := &clientRequest{body: body, upstreamURI: r.URL.Path}
 	// Most requests have no query: nothing to parse and print again.
@@ -165,23 +165,19 @@ func parseRequest(ep endpoint, r *http.Request, body []byte) (*clientRequest, *H
 			cr.upstreamURI += "?" + enc
 		}
 	}
-	if ep.api == apiModels {
+	if !ep.hasBody {
 		return cr, nil
 	}
-	if ep.api == apiGemini {
-		target := r.PathValue("target")
-		model, method, ok := strings.Cut(target, ":")
-		if !ok || model == "" {
-			return nil, badRequest("the path must be /v1beta/models/{model}:generateContent or :streamGenerateContent")
+	if ep.target != nil {
+		model, stream, err := ep.target(r.PathValue("target"))
+		if err != nil {
+			var te *wire.TargetError
+			if errors.As(err, &te) && te.Code == http.StatusNotFound {
+				return nil, &HTTPError{Code: http.StatusNotFound, Type: "not_found_error", Msg: te.Msg, Status: record.StatusBadRequest}
+			}
+			return nil, badRequest(err.Error())
 		}
-		switch method {
-		case "streamGenerateContent":
-			cr.stream = true
-		case "generateContent":
-		default:
-			return nil, &HTTPError{Code: http.StatusNotFound, Type: "not_found_error", Msg: "unknown method " + echo(method) + " (want generateContent or streamGenerateContent)", Status: record.StatusBadRequest}
-		}
-		cr.model = model
+		cr.model, cr.stream = model, stream
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, badRequest("the request body is empty; want a JSON object")
@@ -193,7 +189,7 @@ func parseRequest(ep endpoint, r *http.Request, body []byte) (*clientRequest, *H
 	if herr := f.scan(body); herr != nil {
 		return nil, herr
 	}
-	if ep.api != apiGemini {
+	if ep.target == nil {
 		cr.model = f.model
 		if cr.model == "" {
 			return nil, badRequest("the request names no model")
@@ -216,7 +212,7 @@ func parseRequest(ep endpoint, r *http.Request, body []byte) (*clientRequest, *H
 	cr.clientUsage = f.includeUsage
 	// SPEC §3: ask OpenAI-compatible upstreams for the usage chunk, and
 	// strip it again when the client did not ask for it.
-	if cr.stream && !cr.clientUsage && (ep.api == apiChat || ep.api == apiCompletions) {
+	if cr.stream && !cr.clientUsage && ep.usage {
 		cr.usage = f.withIncludeUsage()
 	}
 	return cr, nil

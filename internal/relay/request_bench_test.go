@@ -14,7 +14,7 @@ import (
 //
 //	go test ./internal/relay -run '^$' -bench ParseRequest -benchmem
 func BenchmarkParseRequest(b *testing.B) {
-	ep := endpoints[0] // POST /v1/chat/completions
+	ep := endpointOf(apiChat) // POST /v1/chat/completions
 	for _, size := range []int{200, 100 << 10} {
 		msg := strings.Repeat("lorem ipsum \\\"dolor\\\" sit amet ", size/30+1)[:size]
 		body := []byte(`{"model":"gpt-4.1","stream":true,"temperature":0.2,"user":"u-123",` +

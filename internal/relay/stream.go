@@ -259,7 +259,7 @@ func (x *exchange) streamEnded(a *attempt, st *protocol.Stream, rc *http.Respons
 		if !x.committed {
 			x.rec.HTTPStatus = fail.Code
 			x.committed = true
-			writeError(x.w, x.proto, fail)
+			writeError(x.w, x.unit, fail)
 			break
 		}
 		// Bytes were sent: end the stream the way the protocol allows,
@@ -340,8 +340,8 @@ func (x *exchange) setTokens(t protocol.Tokens) {
 
 // relayBody copies a non-event-stream body to the client, keeping a bounded
 // copy to read the usage from. streamed marks a stream that is not SSE
-// (Gemini streamGenerateContent without alt=sse sends a JSON array piece by
-// piece): it is flushed after every read, its first bytes end the
+// (a streaming method asked without alt=sse may send a JSON array piece
+// by piece): it is flushed after every read, its first bytes end the
 // first-output wait, and the idle timeout applies between reads.
 func (x *exchange) relayBody(a *attempt, streamed bool) {
 	x.w.Header().Set("Server-Timing", x.serverTiming())
@@ -439,13 +439,10 @@ func (x *exchange) relayBody(a *attempt, streamed bool) {
 	}
 	defer func() { x.attempts[len(x.attempts)-1].FirstResponseAtMs = x.tl.Since(timeline.T4) }()
 	x.endAttempt()
-	if overflow || x.ep.classify == "" && x.ep.api != apiEmbeddings || readErr != nil || writeErr != nil {
+	if overflow || x.ep.response == "" || readErr != nil || writeErr != nil {
 		return
 	}
-	api := x.ep.classify
-	if x.ep.api == apiEmbeddings {
-		api = protocol.OpenAIChat
-	}
+	api := x.ep.response
 	info, err := protocol.ParseResponse(api, captured)
 	if err != nil {
 		if status, msg := bodyOutcome(api, captured, streamed); status != "" {

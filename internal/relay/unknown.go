@@ -8,6 +8,7 @@ import (
 	"github.com/ttfx/ttfx/internal/protocol"
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/timeline"
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
 // maxPathInReply bounds how much of a client's path or method the gateway
@@ -21,13 +22,14 @@ const maxPathInReply = 200
 // with another method gets 405 and an Allow header.
 func (g *Gateway) registerFallbacks(mux *http.ServeMux) {
 	h := http.HandlerFunc(g.unknownRoute)
-	mux.Handle("/v1/", h)
-	mux.Handle("/v1beta/", h)
+	for _, p := range wire.Prefixes() {
+		mux.Handle(p, h)
+	}
 }
 
 func (g *Gateway) unknownRoute(w http.ResponseWriter, r *http.Request) {
 	tl := timeline.New(g.opts.Now)
-	proto, api := guessProtocol(r)
+	unit := wire.Guess(r)
 	method, path := bound(r.Method), bound(r.URL.Path)
 	herr := &HTTPError{Code: http.StatusNotFound, Type: "invalid_request_error", Status: record.StatusBadRequest,
 		Msg: "unknown path: " + method + " " + path + " is not an endpoint of this gateway"}
@@ -38,35 +40,23 @@ func (g *Gateway) unknownRoute(w http.ResponseWriter, r *http.Request) {
 		herr.Msg = "method " + method + " is not allowed on " + path + " (use " + strings.Join(allow, " or ") + ")"
 		code = "method_not_allowed"
 	}
-	x := &exchange{g: g, ep: endpoint{api: api, proto: proto}, w: w, r: r, tl: tl, proto: proto}
+	api := unit.Name
+	x := &exchange{g: g, ep: endpoint{api: api, proto: unit.Family, unit: unit}, w: w, r: r, tl: tl, proto: unit.Family, unit: unit}
 	x.rec = record.Record{RequestID: NewRequestID(), Timestamp: tl.Start().UTC(), API: api, SkippedEjected: []string{}}
 	w.Header().Set("X-Request-Id", x.rec.RequestID)
 	x.rec.Status, x.rec.Error, x.rec.HTTPStatus = herr.Status, herr.Msg, herr.Code
 	x.committed = true
-	body := protocol.ErrorBody(family(proto), protocol.ErrorResponse{Status: herr.Code, Message: herr.Msg, Type: herr.Type, Code: code})
+	body := unit.ErrorBody(protocol.ErrorResponse{Status: herr.Code, Message: herr.Msg, Type: herr.Type, Code: code})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(herr.Code)
 	w.Write(body)
 	x.finish()
 }
 
-// guessProtocol picks the error format a client of this path expects: the
-// Gemini API lives under /v1beta, Anthropic's under /v1/messages and its
-// clients send anthropic-version; everything else is OpenAI's.
-func guessProtocol(r *http.Request) (proto, api string) {
-	switch {
-	case strings.HasPrefix(r.URL.Path, "/v1beta/"):
-		return protoGemini, apiGemini
-	case strings.HasPrefix(r.URL.Path, "/v1/messages"), r.Header.Get("Anthropic-Version") != "":
-		return protoAnthropic, apiAnthropic
-	}
-	return protoOpenAI, apiChat
-}
-
 // allowedMethods returns the methods the gateway serves path with.
 func allowedMethods(path string) []string {
 	var out []string
-	for _, ep := range endpoints {
+	for _, ep := range endpoints() {
 		method, pat, _ := strings.Cut(ep.pattern, " ")
 		if pat == path || strings.HasSuffix(pat, "/{target}") && strings.HasPrefix(path, strings.TrimSuffix(pat, "{target}")) &&
 			!strings.Contains(strings.TrimPrefix(path, strings.TrimSuffix(pat, "{target}")), "/") {

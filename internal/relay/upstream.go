@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 	"github.com/ttfx/ttfx/internal/route"
 	"github.com/ttfx/ttfx/internal/sse"
 	"github.com/ttfx/ttfx/internal/timeline"
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
 // maxErrorBody bounds how much of an upstream error response the gateway
@@ -536,17 +538,16 @@ func (x *exchange) readErrorBody(a *attempt) []byte {
 // the channel's own key. The client's key never goes upstream.
 func (x *exchange) upstreamRequest(ctx context.Context, a *attempt) (*http.Request, error) {
 	ch := a.ch
-	u := new(url.URL)
-	*u = *ch.BaseURL
+	kind := wire.LookupKind(ch.Protocol)
+	if kind == nil {
+		return nil, fmt.Errorf("channel %s: no provider unit of kind %q is linked", ch.Name, ch.Protocol)
+	}
 	path, query, _ := strings.Cut(x.req.upstreamURI, "?")
-	u.Path = joinPath(u.Path, path)
-	u.RawPath = ""
-	// The base URL's own query (Azure's api-version=…) comes first.
-	switch {
-	case u.RawQuery == "":
-		u.RawQuery = query
-	case query != "":
-		u.RawQuery += "&" + query
+	var u *url.URL
+	if kind.URL != nil {
+		u = kind.URL(ch.BaseURL, path, query)
+	} else {
+		u = wire.JoinURL(ch.BaseURL, path, query)
 	}
 	// The URL is built, not printed and parsed again: NewRequest gets an
 	// empty one and u replaces it (issue 15: the round trip through a
@@ -583,22 +584,15 @@ func (x *exchange) upstreamRequest(ctx context.Context, a *attempt) (*http.Reque
 			req.Header[k] = v
 		}
 	}
+	for _, k := range kind.ForwardHeaders {
+		if v := x.r.Header[k]; len(v) > 0 {
+			req.Header[k] = v
+		}
+	}
 	if x.ep.hasBody && len(req.Header["Content-Type"]) == 0 {
 		req.Header["Content-Type"] = applicationJSON
 	}
-	switch ch.Protocol {
-	case protoAnthropic:
-		req.Header.Set("X-Api-Key", ch.Key)
-		if req.Header.Get("Anthropic-Version") == "" {
-			req.Header.Set("Anthropic-Version", "2023-06-01")
-		}
-	case protoGemini:
-		req.Header.Set("X-Goog-Api-Key", ch.Key)
-	default:
-		if ch.Key != "" {
-			req.Header.Set("Authorization", "Bearer "+ch.Key)
-		}
-	}
+	kind.Authorize(req.Header, ch.Key)
 	req.Header.Set("X-Request-Id", x.rec.RequestID)
 	if t := x.g.opts.Tracer; t != nil {
 		a.spanID = t.Inject(req.Header, &x.rec)
@@ -606,30 +600,17 @@ func (x *exchange) upstreamRequest(ctx context.Context, a *attempt) (*http.Reque
 	return req, nil
 }
 
-// joinPath appends the request path to a channel's base path. A base that
-// already ends in the API's version segment ("https://api.openai.com/v1",
-// as SDKs are configured) does not get it twice.
-func joinPath(base, path string) string {
-	base = strings.TrimSuffix(base, "/")
-	for _, v := range []string{"/v1", "/v1beta"} {
-		if strings.HasSuffix(base, v) && strings.HasPrefix(path, v+"/") {
-			return base + strings.TrimPrefix(path, v)
-		}
-	}
-	return base + path
-}
+// joinPath appends the request path to a channel's base path (see
+// wire.JoinPath).
+func joinPath(base, path string) string { return wire.JoinPath(base, path) }
 
 var applicationJSON = []string{"application/json"}
 
-// forwardHeaders are the client headers the upstream needs; everything else
+// forwardHeaders are the client headers every upstream may need, besides
+// those its provider kind reads (wire.Kind.ForwardHeaders); everything else
 // (above all the client's own credentials) stays at the gateway.
 var forwardHeaders = []string{
 	"Content-Type", "Accept", "User-Agent",
-	"Anthropic-Version", "Anthropic-Beta",
-	// Not OpenAI-Organization or OpenAI-Project: they name the client's
-	// account, and with the channel's key they would not match.
-	"Openai-Beta",
 	"X-Stainless-Arch", "X-Stainless-Lang", "X-Stainless-Os", "X-Stainless-Package-Version",
 	"X-Stainless-Runtime", "X-Stainless-Runtime-Version", "X-Stainless-Retry-Count", "X-Stainless-Timeout",
-	"X-Goog-Api-Client",
 }

@@ -45,7 +45,7 @@ func noAnswer(err error) *HTTPError {
 // did not parse as api's response, what it was: JSON cut short (or no body
 // at all) is truncated — the connection closed well, the answer did not
 // finish — and anything else is a broken upstream, as the streaming path
-// records them. streamed marks a non-SSE stream (a Gemini JSON array),
+// records them. streamed marks a non-SSE stream (a JSON array sent piece by piece),
 // whose shape is not one response: only its completeness is judged there.
 // It returns "" when the body is to be left ok.
 func bodyOutcome(api protocol.API, body []byte, streamed bool) (status, msg string) {

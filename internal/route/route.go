@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
 // Timeouts of a channel, all positive.
@@ -26,7 +28,7 @@ type Timeouts struct {
 // inflight count changes.
 type Channel struct {
 	Name     string
-	Protocol string // openai | anthropic | gemini
+	Protocol string // the provider kind (a registered internal/wire kind)
 	BaseURL  *url.URL
 	Key      string   // the channel's own upstream key; never the client's
 	Models   []string // exact names or globs (see Match); empty matches every model
@@ -61,7 +63,7 @@ func (c *Channel) Release() { c.inflight.Add(-1) }
 // An empty model (GET /v1/models names none) is served by every channel of
 // the protocol that the group may use.
 func (c *Channel) Serves(protocol, model, group string) bool {
-	if c.Protocol != protocol {
+	if !wire.Serves(c.Protocol, protocol) {
 		return false
 	}
 	if len(c.Groups) > 0 && !slices.Contains(c.Groups, group) {

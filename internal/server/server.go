@@ -25,11 +25,13 @@ import (
 	"github.com/ttfx/ttfx/internal/auth"
 	"github.com/ttfx/ttfx/internal/config"
 	"github.com/ttfx/ttfx/internal/diagnose"
+	_ "github.com/ttfx/ttfx/internal/provider/all" // the provider units
 	"github.com/ttfx/ttfx/internal/relay"
 	"github.com/ttfx/ttfx/internal/route"
 	"github.com/ttfx/ttfx/internal/sim"
 	"github.com/ttfx/ttfx/internal/store"
 	"github.com/ttfx/ttfx/internal/timeline"
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
 // Options configure a Server.
@@ -423,11 +425,12 @@ func (s *Server) startSim(profiles map[string]sim.Profile) error {
 	return nil
 }
 
-// simChannels are the zero-config channels: one per protocol, all models.
+// simChannels are the zero-config channels: one per provider kind the
+// simulator speaks, all models.
 func (s *Server) simChannels() []config.Channel {
 	base := s.SimURL()
 	var out []config.Channel
-	for _, p := range []string{"openai", "anthropic", "gemini"} {
+	for _, p := range wire.KindNames() {
 		out = append(out, config.Channel{
 			Name: "sim-" + p, Protocol: p, BaseURL: base, Region: "local", Weight: 1,
 			Timeouts: config.DefaultTimeouts, Secret: "sim-key",

@@ -82,7 +82,7 @@ func (s *Models) Label(rec *record.Record) string {
 }
 
 // labelable reports whether m may be a label value: Prometheus refuses
-// invalid UTF-8 (a Gemini model name comes from the URL path, where any
+// invalid UTF-8 (a model name may come from the URL path, where any
 // bytes can be percent-encoded).
 func labelable(m string) bool {
 	return m != "" && len(m) <= maxModelLen && utf8.ValidString(m)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/timeline"
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
 // The OpenTelemetry GenAI semantic conventions' recommended bucket
@@ -89,8 +90,8 @@ type OTelOptions struct {
 //     provider's usage, or the tokenizer's estimate when it sent none),
 //     by gen_ai.token.type.
 //
-// gen_ai.provider.name names the wire protocol's provider (openai,
-// anthropic, gcp.gemini): an OpenAI-compatible upstream cannot be told
+// gen_ai.provider.name names the wire protocol's provider (the API unit's
+// GenAIProvider): an OpenAI-compatible upstream cannot be told
 // apart, as the convention itself notes; server.address says which it was.
 // gen_ai.system, the name before semantic conventions v1.37, is not sent:
 // this is a new instrumentation with no older output to stay compatible
@@ -182,17 +183,8 @@ func (o *OTel) Shutdown(ctx context.Context) error {
 // genAI returns the gen_ai.operation.name and gen_ai.provider.name of an
 // API, or "" for calls that are no GenAI operation (listing models).
 func genAI(api string) (op, provider string) {
-	switch api {
-	case "openai.chat", "openai.responses":
-		return "chat", "openai"
-	case "openai.completions":
-		return "text_completion", "openai"
-	case "openai.embeddings":
-		return "embeddings", "openai"
-	case "anthropic":
-		return "chat", "anthropic"
-	case "gemini":
-		return "generate_content", "gcp.gemini"
+	if a := wire.LookupAPI(api); a != nil {
+		return a.GenAIOperation, a.GenAIProvider
 	}
 	return "", ""
 }

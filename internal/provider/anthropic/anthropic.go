@@ -1,0 +1,57 @@
+// Package anthropic is the unit of Anthropic's Messages API and of the
+// anthropic provider kind.
+package anthropic
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/ttfx/ttfx/internal/protocol"
+	"github.com/ttfx/ttfx/internal/wire"
+)
+
+// Family is the protocol family of the Messages API and the name of its kind.
+const Family = "anthropic"
+
+// Version is the anthropic-version the gateway sends when the client sent none.
+const Version = "2023-06-01"
+
+func init() {
+	wire.RegisterAPI(&wire.API{
+		Name: "anthropic", Family: Family,
+		Endpoints: []wire.Endpoint{{Pattern: "POST /v1/messages", HasBody: true}},
+		Stream:    protocol.Anthropic, Response: protocol.Anthropic,
+		KeyHeader: "x-api-key: KEY",
+		// Its clients always send anthropic-version (its GET /v1/models
+		// shares OpenAI's path and is told apart by it).
+		Claim: func(r *http.Request) int {
+			switch {
+			case strings.HasPrefix(r.URL.Path, "/v1/messages"):
+				return 2
+			case r.Header.Get("Anthropic-Version") != "":
+				return 1
+			}
+			return 0
+		},
+		ErrorBody:      func(e protocol.ErrorResponse) []byte { return protocol.ErrorBody(protocol.FamilyAnthropic, e) },
+		StreamError:    streamError,
+		GenAIOperation: "chat", GenAIProvider: "anthropic",
+	})
+	wire.RegisterKind(&wire.Kind{
+		Name: Family, Families: []string{Family},
+		Authorize: func(h http.Header, key string) {
+			h.Set("X-Api-Key", key)
+			if h.Get("Anthropic-Version") == "" {
+				h.Set("Anthropic-Version", Version)
+			}
+		},
+		ForwardHeaders: []string{"Anthropic-Version", "Anthropic-Beta"},
+	})
+}
+
+// streamError is the error event Anthropic sends mid-stream.
+func streamError(f wire.Failure) []byte {
+	b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{"type": "api_error", "message": f.Msg}})
+	return append(append([]byte("event: error\ndata: "), b...), "\n\n"...)
+}

@@ -1,0 +1,89 @@
+// Package openai is the unit of OpenAI's APIs (chat/completions, legacy
+// completions, Responses, embeddings, models) and of the openai provider
+// kind: OpenAI itself and every server compatible with it.
+package openai
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/ttfx/ttfx/internal/protocol"
+	"github.com/ttfx/ttfx/internal/wire"
+)
+
+// Family is the protocol family of OpenAI's APIs and the name of its kind.
+const Family = "openai"
+
+func init() {
+	chat := &wire.API{
+		Name: "openai.chat", Family: Family,
+		Endpoints: []wire.Endpoint{{Pattern: "POST /v1/chat/completions", HasBody: true}},
+		Stream:    protocol.OpenAIChat, Response: protocol.OpenAIChat,
+		UsageOption: true, Default: true,
+		GenAIOperation: "chat", GenAIProvider: "openai",
+	}
+	completions := &wire.API{
+		Name: "openai.completions", Family: Family,
+		Endpoints: []wire.Endpoint{{Pattern: "POST /v1/completions", HasBody: true}},
+		// Legacy completions stream chat.completion-like chunks whose
+		// choices[].text is the text: the chat classifier reads them.
+		Stream: protocol.OpenAIChat, Response: protocol.OpenAIChat,
+		UsageOption:    true,
+		GenAIOperation: "text_completion", GenAIProvider: "openai",
+	}
+	responses := &wire.API{
+		Name: "openai.responses", Family: Family,
+		Endpoints: []wire.Endpoint{{Pattern: "POST /v1/responses", HasBody: true}},
+		Stream:    protocol.OpenAIResponses, Response: protocol.OpenAIResponses,
+		GenAIOperation: "chat", GenAIProvider: "openai",
+	}
+	embeddings := &wire.API{
+		Name: "openai.embeddings", Family: Family,
+		Endpoints: []wire.Endpoint{{Pattern: "POST /v1/embeddings", HasBody: true}},
+		// An embeddings response has a chat-shaped usage member.
+		Response:       protocol.OpenAIChat,
+		GenAIOperation: "embeddings", GenAIProvider: "openai",
+	}
+	models := &wire.API{
+		Name: "openai.models", Family: Family,
+		Endpoints: []wire.Endpoint{{Pattern: "GET /v1/models", SharedPath: true}},
+	}
+	for _, a := range []*wire.API{chat, completions, responses, embeddings, models} {
+		a.KeyHeader = "Authorization: Bearer KEY"
+		a.ErrorBody = errorBody
+		a.StreamError = streamError
+		if a == responses {
+			a.StreamError = responsesStreamError
+		}
+		wire.RegisterAPI(a)
+	}
+	wire.RegisterKind(&wire.Kind{
+		Name: Family, Families: []string{Family},
+		Authorize: func(h http.Header, key string) {
+			if key != "" {
+				h.Set("Authorization", "Bearer "+key)
+			}
+		},
+		// Not OpenAI-Organization or OpenAI-Project: they name the
+		// client's account, and with the channel's key they would not
+		// match.
+		ForwardHeaders: []string{"Openai-Beta"},
+	})
+}
+
+func errorBody(e protocol.ErrorResponse) []byte { return protocol.ErrorBody(protocol.FamilyOpenAI, e) }
+
+// streamError is the error chunk OpenAI sends mid-stream, which its SDKs
+// raise: {"error":{"message","type","param","code"}}.
+func streamError(f wire.Failure) []byte {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": f.Msg, "type": "server_error", "param": nil, "code": f.Status}})
+	return append(append([]byte("data: "), b...), "\n\n"...)
+}
+
+// responsesStreamError is a Responses error event: it carries the
+// sequence_number that comes next (the data events relayed so far; OpenAI
+// numbers them from 0).
+func responsesStreamError(f wire.Failure) []byte {
+	b, _ := json.Marshal(map[string]any{"type": "error", "code": f.Status, "message": f.Msg, "param": nil, "sequence_number": f.Seq})
+	return append(append([]byte("event: error\ndata: "), b...), "\n\n"...)
+}
