@@ -89,6 +89,9 @@ type Config struct {
 	Log       Log       `yaml:"log"`
 	Metrics   Metrics   `yaml:"metrics"`
 	Telemetry Telemetry `yaml:"telemetry"`
+	// Limits configures admission: limits per key, group and model
+	// (limits.go); none by default.
+	Limits Limits `yaml:"limits"`
 }
 
 // TLS names the listener's certificate and key (PEM files). Both are read
@@ -509,6 +512,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.validateRoutes()...)
+	errs = append(errs, c.validateLimits()...)
 	if !strings.HasPrefix(c.Store, "sqlite:") && !strings.HasPrefix(c.Store, "postgres://") && !strings.HasPrefix(c.Store, "postgresql://") &&
 		!strings.HasPrefix(c.Store, "clickhouse://") {
 		if c.StoreEnv != "" {

@@ -24,6 +24,12 @@ const (
 	LocalOverhead       = "local_overhead"
 )
 
+// Admission is the verdict of a request whose wait for the gateway's own
+// limits (admission_wait_ms) dominates its time to first output: it comes
+// before the rules, as admission comes before the upstream. It is not one
+// of the seven rules of §4 (a gateway without limits never gives it).
+const Admission = "admission"
+
 // RuleLabels lists the rule labels in their fixed order.
 var RuleLabels = []string{UpstreamHeadersSlow, FirstResponseSlow, EventToResponseGap, ResponseToTextGap, GenerationSlow, GenerationStalled, LocalOverhead}
 
@@ -118,6 +124,18 @@ func (r *Rules) Findings(rec record.Record) []Finding {
 	th := r.For(rec.Model, rec.Channel)
 	f := rec.Fields
 	var out []Finding
+	if w, ok := f.AdmissionWaitMs.Ms(); ok && w > th.LocalOverheadMs {
+		// It dominates when it is at least half of the time to the first
+		// output (or to the end, for a request that had none).
+		upTo, ok := f.FirstResponseMs.Ms()
+		if !ok {
+			upTo, ok = f.TotalHandlerMs.Ms()
+		}
+		if !ok || w >= upTo/2 {
+			out = append(out, Finding{Label: Admission, Value: w, Threshold: th.LocalOverheadMs, Unit: "ms",
+				Rule: fmt.Sprintf("admission_wait_ms > %g and at least half of the time to first output", th.LocalOverheadMs)})
+		}
+	}
 	over := func(label string, v timeline.Span, limit float64, rule string) {
 		if ms, ok := v.Ms(); ok && ms > limit {
 			out = append(out, Finding{Label: label, Value: ms, Threshold: limit, Unit: "ms", Rule: fmt.Sprintf(rule, limit)})
@@ -172,6 +190,11 @@ func Advise(label string) Advice {
 
 // advice follows the seed note's table and its three traces.
 var advice = map[string]Advice{
+	Admission: {
+		Symptom: "queued by the gateway's own limits: most of the wait was for admission, before any channel was tried",
+		Check:   "the limits of the request's key, group and model (limits.rules) and the ttfx_admission_total metric by limit",
+		NotHelp: "another channel or region: the upstream was not reached yet",
+	},
 	UpstreamHeadersSlow: {
 		Symptom: "slow before headers: most of the wait is before the upstream answered at all",
 		Check:   "network, admission, queue, route, region — before looking at the UI or the model",
@@ -262,5 +285,6 @@ func Definitions() map[string]string {
 		GenerationSlow:      "visible_output_tps below the threshold, with at least the minimum visible tokens",
 		GenerationStalled:   "max_output_gap_ms (the longest wait between two content events from t4 on; heartbeats do not end it) above the threshold",
 		LocalOverhead:       "auth_ms + distribution_ms + body_read_ms, or t7 − t6, above the threshold",
+		Admission:           "admission_wait_ms (queued for the gateway's own limits) above the local-overhead threshold and at least half of the time to first output",
 	}
 }

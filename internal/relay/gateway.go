@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ttfx/ttfx/internal/admission"
 	"github.com/ttfx/ttfx/internal/auth"
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/route"
@@ -83,6 +84,9 @@ type Options struct {
 	// their first output or end), for the store's writer to hold its
 	// transactions back while there are any.
 	Starting *Starting
+	// Admission, if set, holds requests to the configured limits per
+	// key, group and model before they are routed (issue 49).
+	Admission *admission.Limiter
 	// Tracer, if set, joins each request to its caller's trace (W3C
 	// trace-context) and passes the gateway's span on upstream.
 	Tracer Tracer
@@ -275,8 +279,9 @@ type exchange struct {
 	// record's error.
 	skipRecord bool
 	errorNote  string
-	conn       *timedConn // the client connection, when the server times it (TimeConns)
-	starting   bool       // counted in opts.Starting, until started
+	conn       *timedConn        // the client connection, when the server times it (TimeConns)
+	starting   bool              // counted in opts.Starting, until started
+	ticket     *admission.Ticket // the request's hold on its limits; nil when none applied
 }
 
 func (x *exchange) serve() {
@@ -313,6 +318,8 @@ func (x *exchange) serve() {
 	}
 
 	if herr := x.prepare(); herr != nil {
+		x.fail(herr)
+	} else if herr := x.admit(); herr != nil {
 		x.fail(herr)
 	} else {
 		x.relay()
@@ -486,6 +493,7 @@ func (x *exchange) finish() {
 	x.tl.Mark(timeline.T7)
 	x.rec.Fields = x.tl.Fields()
 	x.rec.Attempts = x.attempts
+	x.admitted()
 	if x.skipRecord {
 		return
 	}

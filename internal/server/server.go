@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/ttfx/ttfx/internal/admission"
 	"log/slog"
 	"net"
 	"net/http"
@@ -74,6 +75,7 @@ type Server struct {
 	storedKeys []string
 	generated  []Generated
 	router     *route.Router
+	limiter    *admission.Limiter // nil without limits
 	api        *api.Handler
 	recorders  relay.Recorders // every finished record goes to each, in order
 
@@ -212,6 +214,12 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	}
 	s.router = route.New(chans, route.Options{Routes: buildRoutes(cfg.Routes), Seed: randSeed(), Now: opts.Now})
 
+	limiter, err := buildLimiter(cfg.Limits)
+	if err != nil {
+		return nil, err
+	}
+	s.limiter = limiter
+
 	mux := http.NewServeMux()
 	s.recorders = relay.Recorders{s.writer}
 	if err := s.setupTelemetry(mux, addr); err != nil {
@@ -231,6 +239,7 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		Logger:              s.log,
 		Tracer:              s.tracer,
 		Starting:            starting,
+		Admission:           s.limiter,
 	})
 	s.gw.Register(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

@@ -81,6 +81,9 @@ func (s *Server) setupTelemetry(mux *http.ServeMux, listen string) error {
 		Runtime: true,
 	})
 	m.RegisterRouting(s.routingStats)
+	if s.limiter != nil {
+		m.RegisterAdmission(admissionStats(s.limiter))
+	}
 	mux.Handle("GET /metrics", m.AuthHandler(s.metricsAuth(listen)))
 	// Metrics first: /metrics counts a request before its log line is out.
 	s.recorders = append(s.recorders, m, sink)

@@ -49,10 +49,13 @@ const (
 	// before t0: from its first byte read on the connection to the
 	// handler starting (accepting, reading headers, scheduling).
 	PhaseRequestWait
+	// PhaseAdmissionWait is how long the request queued for a limit of
+	// the gateway's admission (internal/admission), after t0.
+	PhaseAdmissionWait
 	numPhases
 )
 
-var phaseNames = [numPhases]string{"auth", "distribution", "body_read", "request_wait"}
+var phaseNames = [numPhases]string{"auth", "distribution", "body_read", "request_wait", "admission_wait"}
 
 func (p Phase) String() string {
 	if p < numPhases {
@@ -279,6 +282,10 @@ type Fields struct {
 	// RequestWaitMs is how long the request waited in the gateway before
 	// t0 (a local phase, its own origin; absent where not measured).
 	RequestWaitMs Span `json:"request_wait_ms"`
+	// AdmissionWaitMs is how long the request queued for a limit of the
+	// gateway (limits with a queue), between authentication and routing;
+	// absent when it did not queue.
+	AdmissionWaitMs Span `json:"admission_wait_ms,omitzero"`
 	// HeadersSentMs is when the response headers were flushed to the
 	// client, from t0; absent when none were sent.
 	HeadersSentMs Offset `json:"headers_sent_ms"`
@@ -305,6 +312,7 @@ func (t *Timeline) Fields() Fields {
 		UpstreamDoneMs:      t.Since(T6),
 		TotalHandlerMs:      t.Since(T7),
 		RequestWaitMs:       t.Phase(PhaseRequestWait),
+		AdmissionWaitMs:     t.Phase(PhaseAdmissionWait),
 		HeadersSentMs:       t.offset(t.headSent),
 		MaxOutputGapMs:      t.maxGapSpan(),
 		MaxOutputGapAtMs:    t.offset(t.maxGapAt),

@@ -1,0 +1,40 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLimits(t *testing.T) {
+	c, err := Parse([]byte(`
+limits:
+  rules:
+    - key: "*"
+      requests_per_minute: 60
+    - group: team-a
+      tokens_per_minute: 200000
+      queue: 2s
+    - model: "gpt-4o*"
+      concurrent: 50
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.Limits.Rules
+	if len(r) != 3 || r[0].Key != "*" || r[0].RequestsPerMinute != 60 ||
+		r[1].Queue.D() != 2*time.Second || r[2].Model != "gpt-4o*" || r[2].Concurrent != 50 {
+		t.Errorf("limits %+v", c.Limits)
+	}
+	for _, bad := range []struct{ yaml, want string }{
+		{"limits:\n  rules:\n    - key: a\n      group: b\n      concurrent: 1\n", "exactly one of key, group or model"},
+		{"limits:\n  rules:\n    - key: a\n", "set requests_per_minute"},
+		{"limits:\n  rules:\n    - model: \"[\"\n      concurrent: 1\n", "model pattern"},
+		{"limits:\n  rules:\n    - key: a\n      concurrent: -1\n", "negative"},
+		{"limits:\n  rules:\n    - key: a\n      rpm: 3\n", "rpm"},
+	} {
+		if _, err := Parse([]byte(bad.yaml), nil); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%q: %v, want an error with %q", bad.yaml, err, bad.want)
+		}
+	}
+}
