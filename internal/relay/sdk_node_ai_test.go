@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/testenv"
 )
 
@@ -75,7 +76,7 @@ func TestNodeAISDKs(t *testing.T) {
 		return *p
 	}
 	// Healthy streams: what the application sees is the same both ways.
-	for _, k := range []string{"chat", "responses", "anthropic", "google", "genai"} {
+	for _, k := range []string{"chat", "responses", "anthropic", "google", "genai", "genaiV1"} {
 		r, d := relayed[k], direct[k]
 		rj, _ := json.Marshal(r)
 		dj, _ := json.Marshal(d)
@@ -108,17 +109,32 @@ func TestNodeAISDKs(t *testing.T) {
 		t.Errorf("@google/genai on a failed stream: %+v", relayed["genaiFlaky"])
 	}
 
-	// Ten streams went through the gateway, and each was recorded.
+	// Eleven streams went through the gateway, and each was recorded; the
+	// one on the v1 path as a gemini stream that streamed.
 	var n int
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		recs.mu.Lock()
 		n = len(recs.recs)
 		recs.mu.Unlock()
-		if n >= 10 || time.Now().After(deadline) {
+		if n >= 11 || time.Now().After(deadline) {
 			break
 		}
 	}
-	if n != 10 {
-		t.Errorf("%d records, want 10", n)
+	if n != 11 {
+		t.Errorf("%d records, want 11", n)
+	}
+	recs.mu.Lock()
+	defer recs.mu.Unlock()
+	v1 := 0
+	for _, r := range recs.recs {
+		if r.Route == "POST /v1/models/{target}" {
+			v1++
+			if r.API != "gemini" || !r.Stream || r.Status != record.StatusOK || r.Model != "fast" {
+				t.Errorf("the v1 stream's record: api %s stream %v status %s model %s", r.API, r.Stream, r.Status, r.Model)
+			}
+		}
+	}
+	if v1 != 1 {
+		t.Errorf("%d records of POST /v1/models/{target}, want 1", v1)
 	}
 }

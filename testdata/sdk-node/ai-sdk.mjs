@@ -58,10 +58,13 @@ for (const [name, [ok, flaky]] of Object.entries(models)) {
 }
 
 const genai = new GoogleGenAI({ apiKey: key, httpOptions: { baseUrl: base } });
-async function genaiStream(model) {
+// The v1 paths (/v1/models/{m}:streamGenerateContent), which
+// google.golang.org/genai calls with its default settings.
+const genaiV1 = new GoogleGenAI({ apiKey: key, httpOptions: { baseUrl: base, apiVersion: 'v1' } });
+async function genaiStream(model, client = genai) {
   let text = '', finish = null, error = null;
   try {
-    const s = await genai.models.generateContentStream({ model, contents: 'Say hello.' });
+    const s = await client.models.generateContentStream({ model, contents: 'Say hello.' });
     for await (const chunk of s) {
       text += chunk.text ?? '';
       finish = chunk.candidates?.[0]?.finishReason ?? finish;
@@ -73,5 +76,6 @@ async function genaiStream(model) {
 }
 out.genai = await genaiStream('fast');
 out.genaiFlaky = await genaiStream('flaky');
+out.genaiV1 = await genaiStream('fast', genaiV1);
 
 console.log(JSON.stringify(out));

@@ -6,6 +6,7 @@ package gemini
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/ttfx/ttfx/internal/protocol"
@@ -21,13 +22,19 @@ func init() {
 		// Gemini puts the model and the method in one path segment
 		// ("gemini-2.5-flash:streamGenerateContent"), which a ServeMux
 		// wildcard cannot split; target does.
-		Endpoints: []wire.Endpoint{{Pattern: "POST /v1beta/models/{target}", HasBody: true, Target: target}},
-		Stream:    protocol.Gemini, Response: protocol.Gemini,
+		// Both API versions: Google's SDKs call /v1beta by default, and
+		// google.golang.org/genai with default settings calls /v1.
+		Endpoints: []wire.Endpoint{
+			{Pattern: "POST /v1beta/models/{target}", HasBody: true, Target: target},
+			{Pattern: "POST /v1/models/{target}", HasBody: true, Target: target},
+		},
+		Stream: protocol.Gemini, Response: protocol.Gemini,
 		// Google's SDKs may send the key as ?key= (and Google documents it).
 		KeyInURL:  true,
 		KeyHeader: "x-goog-api-key: KEY",
 		Claim: func(r *http.Request) int {
-			if strings.HasPrefix(r.URL.Path, "/v1beta/") {
+			p := r.URL.Path
+			if strings.HasPrefix(p, "/v1beta/") || strings.HasPrefix(p, "/v1/models/") && strings.Contains(p, ":") {
 				return 2
 			}
 			return 0
@@ -40,14 +47,38 @@ func init() {
 		Name: Family, Families: []string{Family},
 		Authorize:      func(h http.Header, key string) { h.Set("X-Goog-Api-Key", key) },
 		ForwardHeaders: []string{"X-Goog-Api-Client"},
+		URL:            upstreamURL,
 	})
 }
+
+// upstreamURL joins the client's path to the channel's base. A base that
+// names an API version ("…/v1beta") keeps it: a client's /v1/models/… then
+// goes to …/v1beta/models/… rather than …/v1beta/v1/models/…, so that a
+// channel configured as SDKs are configured serves clients of either
+// version.
+func upstreamURL(base *url.URL, path, query string) *url.URL {
+	b := strings.TrimSuffix(base.Path, "/")
+	for _, v := range versions {
+		if strings.HasSuffix(b, v) {
+			for _, w := range versions {
+				if strings.HasPrefix(path, w+"/") {
+					path = v + strings.TrimPrefix(path, w)
+					break
+				}
+			}
+			break
+		}
+	}
+	return wire.JoinURL(base, path, query)
+}
+
+var versions = []string{"/v1beta", "/v1"}
 
 // target splits "model:method".
 func target(t string) (model string, stream bool, err error) {
 	model, method, ok := strings.Cut(t, ":")
 	if !ok || model == "" {
-		return "", false, &wire.TargetError{Code: http.StatusBadRequest, Msg: "the path must be /v1beta/models/{model}:generateContent or :streamGenerateContent"}
+		return "", false, &wire.TargetError{Code: http.StatusBadRequest, Msg: "the path must be /v1beta/models/{model}:generateContent or :streamGenerateContent (or /v1/models/…)"}
 	}
 	switch method {
 	case "streamGenerateContent":
