@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/ttfx/ttfx/internal/testenv"
 )
 
 // TestAttemptDeadlines: an attempt's total, header and first-output
@@ -39,9 +41,12 @@ func TestAttemptDeadlines(t *testing.T) {
 				if tt.want == nil || !errors.Is(context.Cause(ctx), tt.want) {
 					t.Fatalf("cancelled after %v with %v, want %v", took, context.Cause(ctx), tt.want)
 				}
-				// Never early; late only by the machine's scheduling.
-				if took < tt.wantAfter || took > tt.wantAfter+5*u {
-					t.Errorf("cancelled after %v, want %v", took, tt.wantAfter)
+				// Never early; late only by the machine's scheduling:
+				// 5u, and twice what this process's timers were seen to
+				// slip meanwhile on a loaded machine.
+				slip := testenv.Slip(time.Second)
+				if took < tt.wantAfter || took > tt.wantAfter+5*u+2*slip {
+					t.Errorf("cancelled after %v, want %v (timers ran up to %v late meanwhile)", took, tt.wantAfter, slip)
 				}
 			case <-time.After(tt.wantAfter + 10*u):
 				if tt.want != nil {

@@ -539,7 +539,7 @@ func TestHedgeRaceClientLeaves(t *testing.T) {
 	rt := &route.Route{Models: []string{"m"}, Hedge: &route.HedgePolicy{After: 50 * time.Millisecond, MaxShare: 1}}
 	b := channel("b", "anthropic", up.URL, fastTimeouts)
 	b.Priority = 1
-	gw, recs, _ := routedGateway(t, []*route.Route{rt}, channel("a", "anthropic", up.URL, fastTimeouts), b)
+	gw, recs, router := routedGateway(t, []*route.Route{rt}, channel("a", "anthropic", up.URL, fastTimeouts), b)
 	ctx, cancel := context.WithCancel(context.Background())
 	req := call{api: "anthropic", model: "m", stream: true}.request(ctx, gw.URL, clientKey)
 	done := make(chan string, 1)
@@ -552,7 +552,18 @@ func TestHedgeRaceClientLeaves(t *testing.T) {
 		}
 		done <- ""
 	}()
-	time.Sleep(300 * time.Millisecond) // both attempts are under way
+	// Both attempts under way: the hedge started (50 ms after the
+	// primary, later on a loaded machine), and its request had the time
+	// to reach the upstream.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if s, _, _ := router.Hedges(); s == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no hedge started within 10 s")
+		}
+	}
+	time.Sleep(250*time.Millisecond + 2*testenv.Slip(time.Second))
 	left := time.Now()
 	cancel()
 	<-done
@@ -565,7 +576,7 @@ func TestHedgeRaceClientLeaves(t *testing.T) {
 		t.Fatalf("upstream saw %d requests, want 2", len(all))
 	}
 	for _, in := range all {
-		if !in.Cancelled || in.CancelledAt.Sub(left) > 100*time.Millisecond {
+		if !in.Cancelled || in.CancelledAt.Sub(left) > 100*time.Millisecond+2*testenv.Slip(5*time.Second) {
 			t.Errorf("upstream request cancelled %v, %v after the client left", in.Cancelled, in.CancelledAt.Sub(left))
 		}
 	}
