@@ -4,8 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/ttfx/ttfx/internal/config"
 	"github.com/ttfx/ttfx/internal/server"
@@ -31,7 +32,11 @@ func runServe(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	logger, err := newLogger(cfg)
+	var lc config.Log
+	if cfg != nil {
+		lc = cfg.Log
+	}
+	logger, level, err := telemetry.NewLoggerVar(os.Stderr, lc.Format, lc.Level)
 	if err != nil {
 		return err
 	}
@@ -44,10 +49,25 @@ func runServe(ctx context.Context, args []string) error {
 	// tokenizer's table is built now, not in the first such stream's wait
 	// for its next event (30–70 ms under load, holding any other).
 	go tokens.Load()
-	srv, err := server.New(ctx, server.Options{Config: cfg, Listen: *listen, Logger: logger})
+	srv, err := server.New(ctx, server.Options{Config: cfg, Listen: *listen, Logger: logger, LogLevel: level, ConfigPath: *configPath})
 	if err != nil {
 		return err
 	}
+	// SIGHUP reloads the configuration file (issue 48); the file is also
+	// watched, and POST /api/admin/reload does the same.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				srv.Reload(ctx, server.TriggerSignal, "")
+			}
+		}
+	}()
 	fmt.Printf("ttfx gateway listening on %s\n", srv.URL())
 	if cfg == nil {
 		fmt.Printf("zero-config: store sqlite:ttfx.db, simulator channels sim-openai, sim-anthropic, sim-gemini at %s\n", srv.SimURL())
@@ -77,14 +97,4 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintln(os.Stderr, "ttfx serve: drained and stopped")
 	return nil
-}
-
-// newLogger builds the structured logger of the configuration on stderr;
-// a misspelt level or format is an error (telemetry.NewLogger).
-func newLogger(cfg *config.Config) (*slog.Logger, error) {
-	var lc config.Log
-	if cfg != nil {
-		lc = cfg.Log
-	}
-	return telemetry.NewLogger(os.Stderr, lc.Format, lc.Level)
 }

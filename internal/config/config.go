@@ -11,6 +11,7 @@ import (
 	"math"
 	"net/url"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -111,16 +112,23 @@ type Key struct {
 	Role   string `yaml:"role"`    // admin | viewer | client
 	Group  string `yaml:"group"`   // for viewer and client keys
 	KeyEnv string `yaml:"key_env"` // the variable that holds the key
-	// Secret is the key, resolved from KeyEnv by Load; never in the file.
+	// KeyFile is a file that holds the key (a mounted secret), read at
+	// start and at every reload; instead of KeyEnv.
+	KeyFile string `yaml:"key_file"`
+	// Secret is the key, resolved from KeyEnv or KeyFile by Load; never in
+	// the file.
 	Secret string `yaml:"-"`
 }
 
 // Channel is one upstream.
 type Channel struct {
-	Name     string   `yaml:"name"`
-	Protocol string   `yaml:"protocol"` // the provider kind (internal/wire: a registered unit)
-	BaseURL  string   `yaml:"base_url"`
-	KeyEnv   string   `yaml:"key_env"`
+	Name     string `yaml:"name"`
+	Protocol string `yaml:"protocol"` // the provider kind (internal/wire: a registered unit)
+	BaseURL  string `yaml:"base_url"`
+	KeyEnv   string `yaml:"key_env"`
+	// KeyFile is a file holding the upstream key (a mounted secret),
+	// read at start and at every reload; instead of KeyEnv.
+	KeyFile  string   `yaml:"key_file"`
 	Models   []string `yaml:"models"` // exact names or globs (path.Match); empty = all
 	Groups   []string `yaml:"groups"` // client groups allowed; empty = all
 	Region   string   `yaml:"region"`
@@ -131,7 +139,8 @@ type Channel struct {
 	// stream_options.include_usage to OpenAI streams on this channel (for
 	// upstreams that refuse the field). Default true.
 	StreamUsage *bool `yaml:"stream_usage"`
-	// Secret is the channel's upstream key, resolved from KeyEnv by Load.
+	// Secret is the channel's upstream key, resolved from KeyEnv or
+	// KeyFile by Load.
 	Secret string `yaml:"-"`
 }
 
@@ -274,7 +283,7 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return Parse(b, getenv)
+	return parse(b, getenv, filepath.Dir(path))
 }
 
 // LoadUnresolved reads the file at path without resolving its environment
@@ -303,12 +312,18 @@ func LoadUnresolved(path string) (*Config, error) {
 // Parse reads a configuration from YAML bytes. Unknown fields are errors,
 // so a typo does not silently fall back to a default.
 func Parse(b []byte, getenv func(string) string) (*Config, error) {
+	return parse(b, getenv, "")
+}
+
+// parse is Parse with relative key_file paths taken from dir (the
+// configuration file's directory).
+func parse(b []byte, getenv func(string) string, dir string) (*Config, error) {
 	c, err := decode(b)
 	if err != nil {
 		return nil, err
 	}
 	c.applyDefaults()
-	if err := c.resolve(getenv); err != nil {
+	if err := c.resolve(getenv, dir); err != nil {
 		return nil, err
 	}
 	if err := c.Validate(); err != nil {
@@ -384,7 +399,7 @@ func (c *Config) applyDefaults() {
 	}
 }
 
-func (c *Config) resolve(getenv func(string) string) error {
+func (c *Config) resolve(getenv func(string) string, dir string) error {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
@@ -406,13 +421,35 @@ func (c *Config) resolve(getenv func(string) string) error {
 			c.Store = lookup(c.StoreEnv, "store_env")
 		}
 	}
+	// A key file holds one secret; its trailing newline (how files are
+	// written, and how Kubernetes mounts a secret's value) is not part of it.
+	readKey := func(file, where string) string {
+		if !filepath.IsAbs(file) && dir != "" {
+			file = filepath.Join(dir, file)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", where, err))
+			return ""
+		}
+		v := strings.TrimSpace(string(b))
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s: %s is empty", where, file))
+		}
+		return v
+	}
 	for i := range c.Keys {
 		k := &c.Keys[i]
-		if k.KeyEnv == "" {
-			errs = append(errs, fmt.Errorf("keys[%d] %q: key_env is required (keys are never written in the file)", i, k.Name))
-			continue
+		switch {
+		case k.KeyEnv != "" && k.KeyFile != "":
+			errs = append(errs, fmt.Errorf("keys[%d] %q: give key_env or key_file, not both", i, k.Name))
+		case k.KeyFile != "":
+			k.Secret = readKey(k.KeyFile, fmt.Sprintf("keys[%d].key_file of %q", i, k.Name))
+		case k.KeyEnv == "":
+			errs = append(errs, fmt.Errorf("keys[%d] %q: key_env is required, or key_file (keys are never written in the file)", i, k.Name))
+		default:
+			k.Secret = lookup(k.KeyEnv, fmt.Sprintf("keys[%d].key_env of %q", i, k.Name))
 		}
-		k.Secret = lookup(k.KeyEnv, fmt.Sprintf("keys[%d].key_env of %q", i, k.Name))
 	}
 	if c.Metrics.KeyEnv != "" {
 		c.Metrics.Key = lookup(c.Metrics.KeyEnv, "metrics.key_env")
@@ -425,7 +462,12 @@ func (c *Config) resolve(getenv func(string) string) error {
 	}
 	for i := range c.Channels {
 		ch := &c.Channels[i]
-		if ch.KeyEnv != "" {
+		switch {
+		case ch.KeyEnv != "" && ch.KeyFile != "":
+			errs = append(errs, fmt.Errorf("channels[%d] %q: give key_env or key_file, not both", i, ch.Name))
+		case ch.KeyFile != "":
+			ch.Secret = readKey(ch.KeyFile, fmt.Sprintf("channels[%d].key_file of %q", i, ch.Name))
+		case ch.KeyEnv != "":
 			ch.Secret = lookup(ch.KeyEnv, fmt.Sprintf("channels[%d].key_env of %q", i, ch.Name))
 		}
 	}

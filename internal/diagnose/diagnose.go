@@ -7,6 +7,7 @@ package diagnose
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/ttfx/ttfx/internal/config"
 	"github.com/ttfx/ttfx/internal/record"
@@ -75,23 +76,32 @@ func (t Thresholds) apply(o config.Thresholds) Thresholds {
 	return t
 }
 
-// Rules holds the configured thresholds. It is immutable and safe for
-// concurrent use.
+// Rules holds the configured thresholds. It is safe for concurrent use;
+// Set replaces the thresholds (a configuration reload) with one atomic
+// store, and each record is diagnosed on the thresholds of one load.
 type Rules struct {
-	cfg config.Diagnosis
+	cfg atomic.Pointer[config.Diagnosis]
 }
 
 // New returns rules with the defaults overridden by cfg.
-func New(cfg config.Diagnosis) *Rules { return &Rules{cfg: cfg} }
+func New(cfg config.Diagnosis) *Rules {
+	r := &Rules{}
+	r.Set(cfg)
+	return r
+}
+
+// Set replaces the configured thresholds.
+func (r *Rules) Set(cfg config.Diagnosis) { r.cfg.Store(&cfg) }
 
 // For returns the thresholds for a model on a channel. The most specific
 // setting wins: channel, then model, then global, then the default.
 func (r *Rules) For(model, channel string) Thresholds {
-	t := Default.apply(r.cfg.Thresholds)
-	if o, ok := r.cfg.Models[model]; ok {
+	cfg := r.cfg.Load()
+	t := Default.apply(cfg.Thresholds)
+	if o, ok := cfg.Models[model]; ok {
 		t = t.apply(o)
 	}
-	if o, ok := r.cfg.Channels[channel]; ok {
+	if o, ok := cfg.Channels[channel]; ok {
 		t = t.apply(o)
 	}
 	return t

@@ -1,6 +1,9 @@
 package route
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Outlier ejection, as Envoy does it (outlier_detection's consecutive_5xx
 // and consecutive_gateway_failure, base_ejection_time × times ejected up to
@@ -15,8 +18,12 @@ import "time"
 
 // Ejection is a channel's ejection state for one model, for views.
 type Ejection struct {
-	State       string        `json:"state"` // healthy | ejected | probing
-	Remaining   time.Duration `json:"-"`     // until the probe may start; 0 unless ejected
+	State string `json:"state"` // healthy | ejected | probing
+	// Reason is why the last ejection happened: the consecutive failures
+	// and how the last one ended ("5 consecutive failures, the last a
+	// 5xx"); empty when never ejected.
+	Reason      string        `json:"reason,omitempty"`
+	Remaining   time.Duration `json:"-"` // until the probe may start; 0 unless ejected
 	Ejections   uint64        `json:"ejections"`
 	InARow      int           `json:"in_a_row"`             // the back-off multiplier of the last ejection
 	Consecutive int           `json:"consecutive_failures"` // ejectable failures in a row now
@@ -56,14 +63,14 @@ func (h *Health) admit(now time.Duration) (ok, probe bool) {
 
 // eject returns the route's ejection policy, or nil.
 func (h *Health) eject() *EjectPolicy {
-	if h.route == nil {
-		return nil
+	if rt := h.route.Load(); rt != nil {
+		return rt.Eject
 	}
-	return h.route.Eject
+	return nil
 }
 
 // failure notes an ejectable failure at now.
-func (h *Health) failure(now time.Duration) {
+func (h *Health) failure(now time.Duration, k Kind) {
 	e := h.eject()
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -73,8 +80,10 @@ func (h *Health) failure(now time.Duration) {
 	}
 	switch {
 	case h.state == stateProbing:
+		h.reason = "the probe after an ejection failed: " + k.String()
 		h.ejectLocked(now, e)
 	case h.state == stateHealthy && int(n) >= e.ConsecutiveFailures:
+		h.reason = fmt.Sprintf("%d consecutive failures, the last %s", n, k.String())
 		h.ejectLocked(now, e)
 	}
 }
@@ -125,7 +134,7 @@ func (h *Health) neutral() {
 func (h *Health) ejection(now time.Duration) Ejection {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	e := Ejection{State: h.state.String(), Ejections: h.ejections.Load(), InARow: h.multiplier, Consecutive: int(h.failStreak.Load())}
+	e := Ejection{State: h.state.String(), Ejections: h.ejections.Load(), InARow: h.multiplier, Consecutive: int(h.failStreak.Load()), Reason: h.reason}
 	if h.state == stateEjected && h.until > now {
 		e.Remaining = h.until - now
 	}
@@ -141,4 +150,44 @@ func (h *Health) Ejected() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.state != stateHealthy
+}
+
+// String says how an attempt ended, for an ejection's reason.
+func (k Kind) String() string {
+	switch k {
+	case KindOK:
+		return "an answer"
+	case KindConnect:
+		return "a connection error"
+	case KindHTTP5xx:
+		return "a 5xx status"
+	case KindHTTP4xx:
+		return "a 4xx status"
+	case KindTimeout:
+		return "a header or first-output timeout"
+	case KindRateLimit:
+		return "a 429"
+	case KindCancelled:
+		return "a cancelled attempt"
+	case KindOtherTimeout:
+		return "an idle or total timeout"
+	case KindStreamError:
+		return "a stream error"
+	}
+	return "an unknown outcome"
+}
+
+// uneject readmits the channel for this model at once, as an operator asks
+// (Router.Uneject): the back-off starts again from its base. It reports
+// whether the channel was ejected or probing.
+func (h *Health) uneject(now time.Duration) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	was := h.state != stateHealthy
+	h.state, h.until, h.multiplier = stateHealthy, 0, 0
+	h.untilA.Store(0)
+	h.ejected.Store(false)
+	h.failStreak.Store(0)
+	h.lastHealthy = now
+	return was
 }

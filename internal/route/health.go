@@ -112,7 +112,7 @@ type Health struct {
 	Model   string
 
 	r        *Router
-	route    *Route // the route of Model; nil: the default (no ejection)
+	route    atomic.Pointer[Route] // the route of Model in the current table; nil: the default (no ejection)
 	inflight atomic.Int64
 	lat      [numFields]samples
 	// attempts packs each finished attempt: time as in samples, Kind in
@@ -135,6 +135,7 @@ type Health struct {
 	multiplier  int           // ejections in a row: the next back-off is multiplier × base
 	lastHealthy time.Duration // when the channel was last readmitted or healthy
 	probeSince  time.Duration // when the current probe was handed out
+	reason      string        // why the last ejection happened
 
 	snapMu sync.Mutex // held only by the goroutine computing a snapshot
 	snap   atomic.Pointer[healthSnap]
@@ -223,7 +224,7 @@ func (h *Health) Observe(res Result) {
 	}
 	switch {
 	case res.Kind.ejectable():
-		h.failure(now)
+		h.failure(now, res.Kind)
 	case res.Kind == KindCancelled:
 		h.neutral()
 	default:

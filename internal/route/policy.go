@@ -63,7 +63,12 @@ type Route struct {
 	Eject    *EjectPolicy // nil: no ejection
 	Hedge    *HedgePolicy // nil: no hedging
 
-	// Hedge budget (see HedgePolicy.MaxShare), and counters for views.
+	*routeState // set by New or Swap; shared by the routes of one Name across reloads
+}
+
+// routeState is a route's hedge budget (see HedgePolicy.MaxShare) and its
+// counters for views, kept across a reload for a route of the same models.
+type routeState struct {
 	credit         atomic.Int64 // milli-hedges available
 	requests       atomic.Int64 // the route's requests in flight
 	hedgesInflight atomic.Int64
@@ -128,6 +133,9 @@ type Plan struct {
 	Health []*Health
 	// Skipped names the channels passed over as ejected, in order.
 	Skipped []string
+	// Held names the channels serving the request that an operator holds
+	// out of rotation (drained or disabled); they are not in Channels.
+	Held []string
 	// Route is the matched route; nil means the default priority order.
 	Route *Route
 	// Strategy is the strategy that ordered the channels.
@@ -222,7 +230,7 @@ func (p *Plan) HedgeDone(won bool) {
 // order sorts cs by the route's strategy. The random source is locked only
 // for the draws: the latency ranks (which may compute a snapshot) are read
 // outside it.
-func (r *Router) order(rt *Route, model string, cs []*Channel) (explored bool) {
+func (r *Router) order(t *table, rt *Route, model string, cs []*Channel) (explored bool) {
 	strategy := StrategyPriority
 	if rt != nil {
 		strategy = rt.Strategy
@@ -240,7 +248,7 @@ func (r *Router) order(rt *Route, model string, cs []*Channel) (explored bool) {
 		}
 		rs := make([]ranked, len(cs))
 		for i, c := range cs {
-			d, ok := r.health(c, model).Latency(f, rt.Latency.Percentile, minLatencySamples)
+			d, ok := t.health(r, c, model).Latency(f, rt.Latency.Percentile, minLatencySamples)
 			rs[i] = ranked{c, ok, d.Milliseconds()}
 		}
 		// Stable over the priority order: equal ranks keep it.

@@ -24,8 +24,10 @@ type Timeouts struct {
 	Total       time.Duration // whole request, from receipt
 }
 
-// Channel is one upstream. Its fields are fixed after NewRouter; only the
-// inflight count changes.
+// Channel is one upstream. Its fields are fixed after NewRouter; a reload
+// (Router.Swap) makes new Channels. What it carries from one configuration
+// to the next — inflight counts, health, the operator's state — is in its
+// channelState, shared by every Channel of the same identity (Identity).
 type Channel struct {
 	Name     string
 	Protocol string // the provider kind (a registered internal/wire kind)
@@ -44,10 +46,17 @@ type Channel struct {
 	// estimated unless the client asked for usage itself.
 	NoStreamUsage bool
 
+	*channelState // set by New or Swap
+}
+
+// channelState is what outlives one configuration of a channel.
+type channelState struct {
 	inflight  atomic.Int64
 	health    sync.Map                       // model key → *Health
 	models    atomic.Int32                   // keys in health
 	decisions [len(strategies)]atomic.Uint64 // plans that put it first, by strategy
+	op        atomic.Int32                   // the operator's OpState, read lock-free by Plan
+	identity  string
 }
 
 // Inflight returns the requests currently using the channel.
@@ -112,11 +121,15 @@ func Match(pattern, model string) bool {
 }
 
 // Router holds the channels and the routes. It is safe for concurrent use.
+// The channels and routes are one table behind an atomic pointer: a request
+// loads it once, so it is planned on one configuration, and Swap replaces
+// it without a lock on the request path.
 type Router struct {
-	channels []*Channel
-	routes   []*Route
-	now      func() time.Time
-	base     time.Time // the origin of health times (monotonic)
+	table  atomic.Pointer[table]
+	swapMu sync.Mutex          // serialises Swap and operator changes
+	ops    map[string]OpRecord // the operator's states by channel name; survive Swap
+	now    func() time.Time
+	base   time.Time // the origin of health times (monotonic)
 
 	ejectionsTotal atomic.Uint64
 
@@ -148,22 +161,24 @@ func New(channels []*Channel, opts Options) *Router {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Router{channels: channels, routes: opts.Routes, now: opts.Now, base: opts.Now(),
+	r := &Router{now: opts.Now, base: opts.Now(), ops: map[string]OpRecord{},
 		rnd: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15))}
+	r.Swap(channels, opts.Routes)
+	return r
 }
 
 // since returns the router's clock as a duration from its base.
 func (r *Router) since() time.Duration { return r.now().Sub(r.base) }
 
 // Channels returns all channels in configuration order.
-func (r *Router) Channels() []*Channel { return r.channels }
+func (r *Router) Channels() []*Channel { return r.table.Load().channels }
 
 // Routes returns the configured routes in order.
-func (r *Router) Routes() []*Route { return r.routes }
+func (r *Router) Routes() []*Route { return r.table.Load().routes }
 
 // Channel returns the channel of that name, or nil.
 func (r *Router) Channel(name string) *Channel {
-	for _, c := range r.channels {
+	for _, c := range r.table.Load().channels {
 		if c.Name == name {
 			return c
 		}
@@ -172,8 +187,10 @@ func (r *Router) Channel(name string) *Channel {
 }
 
 // RouteFor returns the first route matching model, or nil.
-func (r *Router) RouteFor(model string) *Route {
-	for _, rt := range r.routes {
+func (r *Router) RouteFor(model string) *Route { return r.table.Load().routeFor(model) }
+
+func (t *table) routeFor(model string) *Route {
+	for _, rt := range t.routes {
 		for _, p := range rt.Models {
 			if Match(p, model) {
 				return rt
@@ -188,19 +205,24 @@ func (r *Router) RouteFor(model string) *Route {
 // replacement, so a channel of weight 3 comes first three times as often as
 // one of weight 1. It ignores routes and health (Plan does not).
 func (r *Router) Candidates(protocol, model, group string) []*Channel {
-	out := r.serving(protocol, model, group)
+	out, _ := r.table.Load().serving(protocol, model, group)
 	r.byPriority(out)
 	return out
 }
 
-func (r *Router) serving(protocol, model, group string) []*Channel {
-	var out []*Channel
-	for _, c := range r.channels {
+// serving returns the channels serving a request, and names those an
+// operator holds out of rotation (drained or disabled).
+func (t *table) serving(protocol, model, group string) (out []*Channel, held []string) {
+	for _, c := range t.channels {
 		if c.Serves(protocol, model, group) {
+			if OpState(c.op.Load()) != OpServing {
+				held = append(held, c.Name)
+				continue
+			}
 			out = append(out, c)
 		}
 	}
-	return out
+	return out, held
 }
 
 // Plan returns the order in which to try the channels serving a request:
@@ -210,9 +232,10 @@ func (r *Router) serving(protocol, model, group string) []*Channel {
 // one whose ejection ends first is still tried: a route is never left
 // without a channel.
 func (r *Router) Plan(protocol, model, group string) Plan {
-	cs := r.serving(protocol, model, group)
-	rt := r.RouteFor(model)
-	p := Plan{Route: rt, Strategy: StrategyPriority}
+	t := r.table.Load()
+	cs, held := t.serving(protocol, model, group)
+	rt := t.routeFor(model)
+	p := Plan{Route: rt, Strategy: StrategyPriority, Held: held}
 	if rt != nil {
 		p.Strategy = rt.Strategy
 		rt.decisions.Add(1)
@@ -220,7 +243,7 @@ func (r *Router) Plan(protocol, model, group string) Plan {
 	if len(cs) == 0 {
 		return p
 	}
-	p.Explored = r.order(rt, model, cs)
+	p.Explored = r.order(t, rt, model, cs)
 	if p.Explored {
 		rt.explored.Add(1)
 	}
@@ -228,12 +251,13 @@ func (r *Router) Plan(protocol, model, group string) Plan {
 	p.Channels = make([]*Channel, 0, len(cs))
 	p.Health = make([]*Health, 0, len(cs))
 	var skipped []*Health
+	var skippedCh []*Channel
 	for _, c := range cs {
-		h := r.health(c, model)
+		h := t.health(r, c, model)
 		ok, probe := h.admit(now)
 		switch {
 		case !ok:
-			skipped = append(skipped, h)
+			skipped, skippedCh = append(skipped, h), append(skippedCh, c)
 			p.Skipped = append(p.Skipped, c.Name)
 		case probe && !p.Probe:
 			p.Channels = slices.Insert(p.Channels, 0, c)
@@ -252,7 +276,7 @@ func (r *Router) Plan(protocol, model, group string) Plan {
 				best = i
 			}
 		}
-		p.Channels = append(p.Channels, skipped[best].Channel)
+		p.Channels = append(p.Channels, skippedCh[best])
 		p.Health = append(p.Health, skipped[best])
 		p.Skipped = slices.Delete(p.Skipped, best, best+1)
 	}
@@ -261,7 +285,7 @@ func (r *Router) Plan(protocol, model, group string) Plan {
 }
 
 // health returns the health of c for model, creating it on first use.
-func (r *Router) health(c *Channel, model string) *Health {
+func (t *table) health(r *Router, c *Channel, model string) *Health {
 	key := modelKey(model)
 	if v, ok := c.health.Load(key); ok {
 		return v.(*Health)
@@ -272,7 +296,8 @@ func (r *Router) health(c *Channel, model string) *Health {
 			return v.(*Health)
 		}
 	}
-	h := &Health{Channel: c, Model: key, r: r, route: r.RouteFor(model)}
+	h := &Health{Channel: c, Model: key, r: r}
+	h.route.Store(t.routeFor(model))
 	v, loaded := c.health.LoadOrStore(key, h)
 	if !loaded {
 		c.models.Add(1)
@@ -281,7 +306,7 @@ func (r *Router) health(c *Channel, model string) *Health {
 }
 
 // Health returns the health of c for model (created on first use).
-func (r *Router) Health(c *Channel, model string) *Health { return r.health(c, model) }
+func (r *Router) Health(c *Channel, model string) *Health { return r.table.Load().health(r, c, model) }
 
 // modelKey bounds a client-supplied model name before it keys health,
 // labels or views.

@@ -64,15 +64,15 @@ func (r *Router) Report() HealthReport {
 	rep := HealthReport{Window: window.String(), Samples: ringSize,
 		Percentile: "R-7 over the most recent samples", Ejections: r.ejectionsTotal.Load(),
 		Channels: []HealthView{}, Routes: []RouteView{}}
-	for _, c := range r.channels {
+	for _, c := range r.Channels() {
 		c.health.Range(func(_, v any) bool {
 			h := v.(*Health)
 			s := h.snapshot(true)
 			hv := HealthView{Channel: c.Name, Model: h.Model, Strategy: string(StrategyPriority), Inflight: h.Inflight(),
 				UpstreamHeaders: s.fields[FieldHeaders], FirstResponse: s.fields[FieldFirstResponse], FirstText: s.fields[FieldFirstText],
 				Counts: s.counts, Ejection: h.ejection(now)}
-			if h.route != nil {
-				hv.Route, hv.Strategy = h.route.Name(), string(h.route.Strategy)
+			if rt := h.route.Load(); rt != nil {
+				hv.Route, hv.Strategy = rt.Name(), string(rt.Strategy)
 			}
 			if n := s.counts.Attempts - s.counts.Cancelled; n > 0 {
 				e, t := float64(s.counts.Errors)/float64(n), float64(s.counts.Timeouts)/float64(n)
@@ -89,7 +89,7 @@ func (r *Router) Report() HealthReport {
 		}
 		return strings.Compare(a.Model, b.Model)
 	})
-	for _, rt := range r.routes {
+	for _, rt := range r.Routes() {
 		v := RouteView{Route: rt.Name(), Strategy: string(rt.Strategy), Decisions: rt.decisions.Load(), Explored: rt.explored.Load(), Hedging: rt.Hedge != nil}
 		v.Hedges.Started, v.Hedges.Won, v.Hedges.Lost = rt.hedgesStarted.Load(), rt.hedgesWon.Load(), rt.hedgesLost.Load()
 		v.Hedges.Denied, v.Hedges.Inflight = rt.hedgesDenied.Load(), rt.hedgesInflight.Load()
@@ -109,7 +109,7 @@ type EjectionGauge struct {
 // health, for the ttfx_channel_ejected gauge and ttfx_channel_ejections_total.
 func (r *Router) Ejections() []EjectionGauge {
 	var out []EjectionGauge
-	for _, c := range r.channels {
+	for _, c := range r.Channels() {
 		c.health.Range(func(_, v any) bool {
 			h := v.(*Health)
 			out = append(out, EjectionGauge{Channel: c.Name, Model: h.Model, Ejected: h.Ejected(), Ejections: h.ejections.Load()})
@@ -121,7 +121,7 @@ func (r *Router) Ejections() []EjectionGauge {
 
 // Hedges returns the hedges started, won and lost over all routes.
 func (r *Router) Hedges() (started, won, lost uint64) {
-	for _, rt := range r.routes {
+	for _, rt := range r.Routes() {
 		started += rt.hedgesStarted.Load()
 		won += rt.hedgesWon.Load()
 		lost += rt.hedgesLost.Load()
@@ -139,7 +139,7 @@ type Decision struct {
 // many plans put the channel first (ttfx_route_decisions_total).
 func (r *Router) Decisions() []Decision {
 	var out []Decision
-	for _, c := range r.channels {
+	for _, c := range r.Channels() {
 		for i, s := range strategies {
 			if n := c.decisions[i].Load(); n > 0 {
 				out = append(out, Decision{Strategy: string(s), Channel: c.Name, Plans: n})

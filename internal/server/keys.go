@@ -316,8 +316,11 @@ func (s *Server) pollKeys(ctx context.Context, ks store.KeyStore, interval time.
 			continue
 		}
 		failing = false
+		s.keysMu.Lock()
+		s.storedRows = rows
 		entries, _ := keyEntries(s.configEntries, rows, time.Now())
 		s.keys.Set(entries)
+		s.keysMu.Unlock()
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -31,6 +32,7 @@ import (
 	"github.com/ttfx/ttfx/internal/route"
 	"github.com/ttfx/ttfx/internal/sim"
 	"github.com/ttfx/ttfx/internal/store"
+	"github.com/ttfx/ttfx/internal/telemetry"
 	"github.com/ttfx/ttfx/internal/timeline"
 	"github.com/ttfx/ttfx/internal/wire"
 )
@@ -58,17 +60,52 @@ type Options struct {
 	// Now is the clock of the timeline; nil means time.Now.
 	Now    timeline.Clock
 	Logger *slog.Logger
+	// ConfigPath is the file Config was read from: Reload reads it again.
+	// Empty: the configuration cannot be reloaded.
+	ConfigPath string
+	// Getenv resolves key_env at each reload; nil means os.Getenv.
+	Getenv func(string) string
+	// LogLevel, if set, is the level of Logger's handler: a reload sets it
+	// from log.level.
+	LogLevel *slog.LevelVar
+	// Replica names this gateway to the others sharing its store (GET
+	// /api/channels says which replicas applied an operator's state);
+	// empty means the host name and the listening port.
+	Replica string
+	// WatchInterval is how often ConfigPath and its key files are checked
+	// for a change (and reloaded when changed); 0 means
+	// DefaultWatchInterval, negative means no watching.
+	WatchInterval time.Duration
 }
 
 // Server is a running gateway.
 type Server struct {
-	cfg    *config.Config
-	log    *slog.Logger
-	gw     *relay.Gateway
-	store  store.Store
-	writer *store.Writer
-	rules  *diagnose.Rules
-	keys   *auth.Keyring // the configuration's keys and the store's live ones, reloaded by pollKeys
+	cfg *config.Config                // as started: the settings a reload does not change
+	cur atomic.Pointer[config.Config] // in use: the last one loaded
+	// Reloading (reload.go).
+	cfgPath       string
+	getenv        func(string) string
+	logLevel      *slog.LevelVar
+	models        *telemetry.Models
+	reloadMu      sync.Mutex // one reload at a time
+	appliedGen    atomic.Uint64
+	reloadStatsMu sync.Mutex
+	reloadStats   telemetry.ReloadStats
+	lastReload    *ReloadResult
+	// keysMu guards configEntries and storedRows, which a reload and the
+	// key poll each combine into the keyring.
+	keysMu     sync.Mutex
+	storedRows []store.KeyRow
+	// replica names this gateway among those sharing its store; acks are
+	// the operator states it applied (replicas.go).
+	replica string
+	acks    localAcks
+	log     *slog.Logger
+	gw      *relay.Gateway
+	store   store.Store
+	writer  *store.Writer
+	rules   *diagnose.Rules
+	keys    *auth.Keyring // the configuration's keys and the store's live ones, reloaded by pollKeys
 	// configEntries are the configuration file's keys.
 	configEntries []auth.Entry
 	// storedKeys names the store's live keys at start.
@@ -117,6 +154,12 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		cfg.Store = "sqlite:" + filepath.Join(opts.Dir, "ttfx.db")
 	}
 	s.cfg = cfg
+	s.cur.Store(cfg)
+	s.cfgPath, s.getenv, s.logLevel = opts.ConfigPath, opts.Getenv, opts.LogLevel
+	if s.getenv == nil {
+		s.getenv = os.Getenv
+	}
+	s.reloadStats.LastOK = float64(time.Now().UnixNano()) / 1e9
 
 	// The port first: a start that cannot listen (a busy port) must leave
 	// nothing behind, no database and no keys whose secrets nobody saw.
@@ -137,6 +180,12 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 			return nil, fmt.Errorf("listen: %w\nanother program (perhaps another ttfx) already listens on %s: stop it, or listen elsewhere with --listen 127.0.0.1:8081 (or listen: in the configuration)", err, addr)
 		}
 		return nil, fmt.Errorf("listen: %w", err)
+	}
+	s.replica = opts.Replica
+	if s.replica == "" {
+		host, _ := os.Hostname()
+		_, port, _ := net.SplitHostPort(s.ln.Addr().String())
+		s.replica = host + ":" + port
 	}
 
 	var userKey []byte
@@ -199,6 +248,7 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		return nil, err
 	}
 	var entries []auth.Entry
+	s.storedRows = rows
 	entries, s.storedKeys = keyEntries(s.configEntries, rows, time.Now())
 	s.keys = auth.NewKeyring(entries)
 
@@ -251,6 +301,8 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	s.api.Register(mux)
 	s.registerDiagnosis(mux)
 	s.registerChannelHealth(mux)
+	s.registerReload(mux)
+	s.registerChannels(mux)
 	if err := s.setupWeb(mux); err != nil {
 		return nil, err
 	}
@@ -279,6 +331,13 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		poll = DefaultKeyPoll
 	}
 	maintenance.Go(func() { s.pollKeys(rctx, ks, poll) })
+	if s.cfgPath != "" && opts.WatchInterval >= 0 {
+		every := opts.WatchInterval
+		if every == 0 {
+			every = DefaultWatchInterval
+		}
+		maintenance.Go(func() { s.watchConfig(rctx, every) })
+	}
 	go func() {
 		maintenance.Wait()
 		close(s.retentionDone)
@@ -362,6 +421,9 @@ func (s *Server) Shutdown() error {
 
 func (s *Server) shutdown() error {
 	drain := s.cfg.DrainTimeout.D()
+	if c := s.cur.Load(); c != nil {
+		drain = c.DrainTimeout.D()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
 	var errs []error

@@ -23,7 +23,8 @@ import (
 // atomic adds); the request log and the OTLP export go through a
 // telemetry.Queue, so a slow log pipe or collector never holds a client.
 func (s *Server) setupTelemetry(mux *http.ServeMux, listen string) error {
-	models := telemetry.NewModels(exactModels(s), s.cfg.Metrics.MaxModels)
+	models := telemetry.NewModels(configuredModels(s.cfg), s.cfg.Metrics.MaxModels)
+	s.models = models
 
 	sink := &telemetrySink{}
 	next := []telemetry.Recorder{telemetry.NewRequestLog(s.log)}
@@ -84,6 +85,7 @@ func (s *Server) setupTelemetry(mux *http.ServeMux, listen string) error {
 	if s.limiter != nil {
 		m.RegisterAdmission(admissionStats(s.limiter))
 	}
+	m.RegisterReloads(s.ReloadStats)
 	mux.Handle("GET /metrics", m.AuthHandler(s.metricsAuth(listen)))
 	// Metrics first: /metrics counts a request before its log line is out.
 	s.recorders = append(s.recorders, m, sink)
@@ -159,20 +161,6 @@ func (s *Server) closeTelemetry(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// exactModels returns the model names the channels list without glob
-// characters: the operator chose them, so they always keep their label.
-func exactModels(s *Server) []string {
-	var out []string
-	for _, c := range s.cfg.Channels {
-		for _, m := range c.Models {
-			if !strings.ContainsAny(m, `*?[\`) {
-				out = append(out, m)
-			}
-		}
-	}
-	return out
 }
 
 // upstreams returns each channel's upstream host and port, for the OTel

@@ -113,3 +113,21 @@ func safeLabel(s string) string {
 	}
 	return OtherModel
 }
+
+// Reconfigure admits the newly configured names and sets the limit of
+// run-time names (a configuration reload). Names already admitted keep
+// their label: their series exist, and a label that came and went would
+// split a model's history.
+func (s *Models) Reconfigure(configured []string, max int) {
+	if max <= 0 {
+		max = DefaultMaxModels
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.max = max
+	for _, m := range configured {
+		if labelable(m) {
+			s.known[m] = struct{}{}
+		}
+	}
+}

@@ -16,20 +16,27 @@ import (
 // (config.Log). An unknown format or level is an error, so a typo in the
 // configuration does not silently change what is logged.
 func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
-	var lv slog.Level
+	l, _, err := NewLoggerVar(w, format, level)
+	return l, err
+}
+
+// NewLoggerVar is NewLogger with the level in a LevelVar, for a
+// configuration reload to change.
+func NewLoggerVar(w io.Writer, format, level string) (*slog.Logger, *slog.LevelVar, error) {
+	lv := new(slog.LevelVar)
 	if level != "" {
 		if err := lv.UnmarshalText([]byte(level)); err != nil {
-			return nil, fmt.Errorf("log.level: %q is not debug, info, warn or error", level)
+			return nil, nil, fmt.Errorf("log.level: %q is not debug, info, warn or error", level)
 		}
 	}
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "", "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return slog.New(slog.NewTextHandler(w, opts)), lv, nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(slog.NewJSONHandler(w, opts)), lv, nil
 	}
-	return nil, fmt.Errorf("log.format: %q is not text or json", format)
+	return nil, nil, fmt.Errorf("log.format: %q is not text or json", format)
 }
 
 // RequestLog writes one log line per finished request: its id, status,
