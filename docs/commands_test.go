@@ -57,6 +57,11 @@ var commands = map[string]how{
 	`cd deploy/prometheus && promtool test rules alerts.test.yml`:                   {run: true, needs: "promtool"},
 	`scripts/image.sh ttfx:dev`:                                                     {test: "deploy.TestContainerImage", note: "builds the image with another tag and removes it"},
 
+	// docs/operations-reload.md
+	`ttfx channels list`:              {test: "cmd/ttfx.TestChannelsDrainEjectUneject", note: "list, drain, disable, enable and uneject against a running gateway"},
+	`ttfx channels drain eu-primary`:  {test: "cmd/ttfx.TestChannelsDrainEjectUneject", note: "on the test's channel a"},
+	`ttfx channels enable eu-primary`: {test: "cmd/ttfx.TestChannelsDrainEjectUneject", note: "on the test's channel a"},
+
 	// docs/testing.md
 	`eval "$(bash scripts/ci-postgres.sh)"`:                                  {ci: `eval "$(bash scripts/ci-postgres.sh)"`},
 	`eval "$(bash scripts/ci-clickhouse.sh)"`:                                {ci: `eval "$(bash scripts/ci-clickhouse.sh)"`},
@@ -85,6 +90,7 @@ var commands = map[string]how{
 var covered = map[string]bool{
 	"README.md": true, "docs/configuration.md": true, "docs/operations.md": true,
 	"docs/testing.md": true, "docs/performance.md": true, "docs/design.md": true,
+	"docs/operations-reload.md": true,
 }
 
 // shellCommands returns the commands of the ```sh blocks of a Markdown

@@ -217,6 +217,11 @@ func (w *idleWatch) fire() {
 // function of its own so that its temporaries are not on relay's frame,
 // which is on the stack for the whole stream (see serve).
 func (x *exchange) noChannel() {
+	if held := x.route.Held; len(held) > 0 {
+		x.fail(&HTTPError{Code: http.StatusServiceUnavailable, Type: "api_error",
+			Msg: "every channel serving model " + strconv.Quote(x.req.model) + " is drained or disabled by an operator (" + strings.Join(held, ", ") + ")", Status: record.StatusNoChannel})
+		return
+	}
 	x.fail(&HTTPError{Code: http.StatusNotFound, Type: "invalid_request_error",
 		Msg: "no channel serves model " + strconv.Quote(x.req.model) + " on the " + x.proto + " protocol", Status: record.StatusNoChannel})
 }
