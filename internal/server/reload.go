@@ -238,6 +238,7 @@ func diffConfig(start, prev, next *config.Config) (changed, restart []string) {
 		{"metrics.key_env", start.Metrics.KeyEnv, next.Metrics.KeyEnv},
 		{"metrics.public", start.Metrics.Public, next.Metrics.Public},
 		{"telemetry", start.Telemetry, next.Telemetry},
+		{"limits", start.Limits, next.Limits},
 	} {
 		if !reflect.DeepEqual(f.was, f.want) {
 			restart = append(restart, fmt.Sprintf("%s (in use: %v; in the file: %v)", f.name, f.was, f.want))
