@@ -359,7 +359,9 @@ func TestClickHouseOutage(t *testing.T) {
 
 	opts := fastRetry
 	opts.QueueSize = 200
-	opts.WriteTimeout = 2 * time.Second
+	// Room for an insert on a loaded machine; the cut connection is
+	// still noticed within it.
+	opts.WriteTimeout = 5 * time.Second
 	opts.FlushInterval = 50 * time.Millisecond
 	w := NewWriter(s, opts)
 	defer w.Close(context.Background())
