@@ -37,8 +37,9 @@ func TestStalledStream(t *testing.T) {
 		// rest waits 3.5 s longer.
 		"stall-3500": {HeadersMs: 20, TextMs: ms(80), VisibleTokens: 100, TPS: 100, Fault: fmt.Sprintf("stall_after:20:%d", int(stall))},
 		// The same, pinging every 250 ms throughout (Anthropic's `event:
-		// ping`, a `: ping` comment elsewhere).
-		"stall-pings": {HeadersMs: 20, TextMs: ms(80), VisibleTokens: 100, TPS: 100, HeartbeatEveryMs: 250, Fault: fmt.Sprintf("stall_after:20:%d", int(stall))},
+		// ping`; on chat the `: ping` comment of an OpenAI-compatible
+		// router).
+		"stall-pings": {HeadersMs: 20, TextMs: ms(80), VisibleTokens: 100, TPS: 100, HeartbeatEveryMs: 250, HeartbeatComments: true, Fault: fmt.Sprintf("stall_after:20:%d", int(stall))},
 	}
 	up := httptest.NewServer(sim.New(sim.Options{Profiles: profiles}))
 	defer up.Close()

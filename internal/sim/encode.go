@@ -42,10 +42,13 @@ type response struct {
 	includeUsage bool       // OpenAI stream_options.include_usage
 	order        []stepKind // the content parts in the order the stream sends them
 	hasTool      bool
+	// commentPings: keep-alives go out on the OpenAI APIs as ": ping"
+	// comments (Profile.HeartbeatComments).
+	commentPings bool
 }
 
 func newResponse(model, profile string, p Profile, c *content, pl plan, input int, includeUsage bool) *response {
-	r := &response{model: model, id: makeIDs(profile, p.Seed), c: c, input: input, includeUsage: includeUsage}
+	r := &response{model: model, id: makeIDs(profile, p.Seed), c: c, input: input, includeUsage: includeUsage, commentPings: p.HeartbeatComments}
 	seen := map[stepKind]bool{}
 	for _, st := range pl.steps {
 		switch st.kind {
@@ -256,4 +259,14 @@ func appendJSONString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// keepAlive is the OpenAI APIs' keep-alive. OpenAI documents none and sends
+// none: nothing, unless the profile asks for the ": ping" comment that
+// OpenAI-compatible routers (OpenRouter's ": OPENROUTER PROCESSING") send.
+func (r *response) keepAlive(dst []byte) []byte {
+	if !r.commentPings {
+		return dst
+	}
+	return sse.AppendComment(dst, "ping")
 }

@@ -94,7 +94,10 @@ func (e *geminiEncoder) frame(dst []byte, st step) []byte {
 		e.visible += st.tokens
 		return appendCRLF(dst, e.chunk([]geminiPart{{Text: ptr(st.text)}}, "", e.running()))
 	case stepHeartbeat:
-		return append(dst, ": ping\r\n\r\n"...)
+		// Gemini sends no keep-alive, and its SDKs reject anything that
+		// is not a data line (google.golang.org/genai: "invalid stream
+		// chunk: : ping").
+		return dst
 	case stepFinish:
 		// Hidden reasoning is counted now: it was never streamed.
 		return appendCRLF(dst, e.chunk([]geminiPart{{Text: ptr("")}}, "STOP", e.final()))

@@ -157,3 +157,27 @@ func TestParseRecording(t *testing.T) {
 		t.Error("a file of directives only should not parse")
 	}
 }
+
+// TestReplayLateEnd: a t= line after the last event is when the connection
+// closes; the events keep their own times.
+func TestReplayLateEnd(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "late.sse")
+	body := ": t=20\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n: t=300\n"
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ReplayProfile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := testServer(t, Options{Profiles: map[string]Profile{"late": p}})
+	o := do(t, requestFor(context.Background(), srv.URL, APIChat, "late", true, nil), APIChat)
+	if o.status != 200 || o.readErr != nil || !o.terminal {
+		t.Fatalf("status %d err %v terminal %v", o.status, o.readErr, o.terminal)
+	}
+	near(t, "[DONE]", o.events[len(o.events)-1].at, 20*time.Millisecond, early, late)
+	near(t, "end of stream", o.closed, 300*time.Millisecond, early, late)
+	if strings.Contains(string(o.raw), "t=300") {
+		t.Errorf("the end directive was sent: %q", o.raw)
+	}
+}

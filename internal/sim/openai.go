@@ -121,7 +121,7 @@ func (e *chatEncoder) frame(dst []byte, st step) []byte {
 		}
 		return e.text.appendEvent(dst, "", st.text)
 	case stepHeartbeat:
-		return sse.AppendComment(dst, "ping")
+		return e.r.keepAlive(dst)
 	case stepFinish:
 		dst = appendData(dst, e.chunk(chatDelta{}, ptr(e.r.finishReason())))
 		if e.r.includeUsage {
@@ -235,7 +235,7 @@ func (e *completionEncoder) frame(dst []byte, st step) []byte {
 		}
 		return e.text.appendEvent(dst, "", st.text)
 	case stepHeartbeat:
-		return sse.AppendComment(dst, "ping")
+		return e.r.keepAlive(dst)
 	case stepFinish:
 		dst = appendData(dst, e.chunk("", ptr("stop")))
 		if e.r.includeUsage {

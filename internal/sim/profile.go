@@ -28,9 +28,15 @@ type Profile struct {
 	// Gemini part). Zero or less than HeadersMs means "with the headers".
 	FirstEventMs int `yaml:"first_event_ms"`
 	// HeartbeatEveryMs sends a keep-alive every that many ms after the
-	// headers until the stream ends: an SSE comment ": ping" (OpenAI,
-	// Responses, Gemini) or an Anthropic `event: ping`. Zero: none.
+	// headers until the stream ends, as the provider sends it: Anthropic's
+	// `event: ping`. OpenAI and Gemini document no keep-alive, and none is
+	// sent on their APIs unless HeartbeatComments asks for one. Zero: none.
 	HeartbeatEveryMs int `yaml:"heartbeat_every_ms"`
+	// HeartbeatComments sends the keep-alives on the OpenAI APIs (chat,
+	// completions, Responses) as SSE comments ": ping", as an
+	// OpenAI-compatible router does (OpenRouter). Never on Gemini, whose
+	// SDKs reject them.
+	HeartbeatComments bool `yaml:"heartbeat_comments"`
 	// ReasoningMs is when the first non-empty reasoning delta is sent;
 	// nil: no reasoning is streamed.
 	ReasoningMs *int `yaml:"reasoning_ms"`
@@ -106,8 +112,9 @@ func Builtin() map[string]Profile {
 		// need 82.5 tokens; 83 tokens over exactly 1.5 s measure 55.33 t/s.
 		"trace-b": {
 			HeadersMs: 240, FirstEventMs: 240, HeartbeatEveryMs: 1000,
-			ToolMs: Ms(2900),
-			TextMs: Ms(8700), VisibleTokens: 83, TPS: 83 / 1.5,
+			HeartbeatComments: true, // an OpenAI-compatible router's keep-alives
+			ToolMs:            Ms(2900),
+			TextMs:            Ms(8700), VisibleTokens: 83, TPS: 83 / 1.5,
 		},
 		// Trace C, fast start, slow generation: headers 260, reasoning
 		// 420, text 430, end 20430. 196 tokens over exactly 20 s measure
@@ -140,7 +147,8 @@ func Builtin() map[string]Profile {
 		// Metadata only, with heartbeats: no effective output at all.
 		"metadata-only": {
 			HeadersMs: 100, FirstEventMs: 100, HeartbeatEveryMs: 100,
-			EndMs: Ms(500),
+			HeartbeatComments: true,
+			EndMs:             Ms(500),
 		},
 		// Fault examples. "flaky" is SPEC.md §6's example.
 		"flaky": {

@@ -26,8 +26,11 @@ import (
 // part of the stream and are sent like events. In a file with timing, an
 // event without its own t= goes out with the one before it; the headers go
 // out at headers=, else at the profile's headers_ms (but never after the
-// first event). A file without any t= line is sent with a fixed gap
-// (replay_gap_ms, default 10 ms) between events, from the headers on.
+// first event). A t= line after the last event is when the connection
+// closes (an upstream whose end of stream comes well after its terminal
+// event); without it the connection closes after the last event. A file
+// without any t= line is sent with a fixed gap (replay_gap_ms, default
+// 10 ms) between events, from the headers on.
 
 // recording is a parsed replay file.
 type recording struct {
@@ -35,6 +38,8 @@ type recording struct {
 	hasHeaders bool
 	timed      bool
 	frames     []recFrame
+	end        time.Duration // when the connection closes, if hasEnd
+	hasEnd     bool
 }
 
 type recFrame struct {
@@ -112,6 +117,9 @@ func parseRecording(data []byte) (*recording, error) {
 	if len(pending) > 0 {
 		last := &rec.frames[len(rec.frames)-1]
 		last.data = append(last.data, pending...)
+	}
+	if atSet {
+		rec.end, rec.hasEnd = at, true
 	}
 	return rec, nil
 }
@@ -212,5 +220,8 @@ func (x *exchange) replay(sv *served, req request) {
 			return
 		}
 		x.info.Events += countEvents(f.data)
+	}
+	if sv.rec.hasEnd {
+		x.waitUntil(sv.rec.end)
 	}
 }

@@ -240,7 +240,7 @@ func (e *respEncoder) frame(dst []byte, st step) []byte {
 		}
 		return dst
 	case stepHeartbeat:
-		return sse.AppendComment(dst, "ping")
+		return e.r.keepAlive(dst)
 	case stepFinish:
 		dst = e.closeItem(dst)
 		return e.event(dst, "response.completed", map[string]any{"response": e.object("completed", e.done, e.usage())})

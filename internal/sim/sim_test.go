@@ -378,24 +378,37 @@ func TestPromptDoesNotChangeTiming(t *testing.T) {
 	}
 }
 
+// TestHeartbeats: keep-alives are what each provider sends: Anthropic's
+// `event: ping`; on OpenAI's APIs only the ": ping" comment a profile asks
+// for (an OpenAI-compatible router's); on Gemini never anything but data.
 func TestHeartbeats(t *testing.T) {
 	p := Profile{HeadersMs: 10, FirstEventMs: 10, HeartbeatEveryMs: 30, TextMs: Ms(200), VisibleTokens: 5, TPS: 100}
-	srv := testServer(t, Options{Profiles: map[string]Profile{"hb": p}})
+	q := p
+	q.HeartbeatComments = true
+	srv := testServer(t, Options{Profiles: map[string]Profile{"hb": p, "hb-comments": q}})
 	for _, api := range allAPIs {
-		o := do(t, requestFor(context.Background(), srv.URL, api, "hb", true, nil), api)
-		raw := string(o.raw)
-		if api == APIAnthropic {
-			// message_start's ping after the first block, plus the keep-alives.
-			if n := strings.Count(raw, "event: ping\n"); n < 6 {
-				t.Errorf("anthropic: %d pings, want ≥ 6", n)
+		for _, model := range []string{"hb", "hb-comments"} {
+			o := do(t, requestFor(context.Background(), srv.URL, api, model, true, nil), api)
+			raw := string(o.raw)
+			comments := strings.Count("\n"+raw, "\n: ping")
+			switch {
+			case api == APIAnthropic:
+				// message_start's ping after the first block, plus the keep-alives.
+				if n := strings.Count(raw, "event: ping\n"); n < 6 || comments > 0 {
+					t.Errorf("anthropic %s: %d pings, %d comments; want ≥ 6 pings and no comment", model, n, comments)
+				}
+			case api == APIGemini || model == "hb":
+				if comments > 0 || strings.Contains("\n"+raw, "\n:") {
+					t.Errorf("%s %s: %d ping comments, want nothing but the provider's own events", api, model, comments)
+				}
+			default:
+				// A late tick is a ping fewer: as many as the timers
+				// slipped periods meanwhile.
+				slip := testenv.Slip(o.end + time.Second)
+				if comments < 5-int(2*slip/(30*time.Millisecond)) || comments > 8 {
+					t.Errorf("%s %s: %d ping comments, want 5…8 over 10…250 ms every 30 ms (timers ran up to %v late meanwhile)", api, model, comments, slip)
+				}
 			}
-			continue
-		}
-		// A late tick is a ping fewer: as many as the timers slipped
-		// periods meanwhile.
-		slip := testenv.Slip(o.end + time.Second)
-		if n := strings.Count(raw, ": ping"); n < 5-int(2*slip/(30*time.Millisecond)) || n > 8 {
-			t.Errorf("%s: %d ping comments, want 5…8 over 10…250 ms every 30 ms (timers ran up to %v late meanwhile)", api, n, slip)
 		}
 	}
 }
