@@ -273,7 +273,7 @@ type exchange struct {
 	proto     string    // the API family the request is routed by
 	unit      *wire.API // the API whose formats the client reads
 	scratch   []byte    // reused for events the relay has to rewrite
-	abortConn bool      // close the connection after recording: the body was cut
+	abortConn bool      // end the response abnormally after recording: the body or stream was cut
 	// skipRecord drops the record of a failed authentication that is
 	// only counted (see authFailures); errorNote is added to the
 	// record's error.
@@ -326,9 +326,10 @@ func (x *exchange) serve() {
 	}
 	x.finish()
 	if x.abortConn {
-		// A non-streaming body was cut after its headers went out:
-		// closing the connection is the only way to tell the client it
-		// did not get the whole answer.
+		// A body or stream was cut after its headers went out: ending
+		// the response abnormally (no last chunk, or a reset HTTP/2
+		// stream) is the only way to tell every client it did not get
+		// the whole answer.
 		panic(http.ErrAbortHandler)
 	}
 }

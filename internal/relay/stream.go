@@ -84,6 +84,11 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 	// reader waits for upstream bytes: events that arrived in one read go
 	// out in one flush (one syscall, one chunk), and none waits for the next.
 	started, dirty, textPending := false, false, false
+	// terminalSent is set once a piece carrying the stream's terminal
+	// event (a marker, a finish reason or an error) was flushed to a
+	// client still there: from then on that event decides the status,
+	// whatever ends the connection after it (SPEC.md §5).
+	terminalPending, terminalSent := false, false
 	// On the real clock the timeline's reading is time.Now itself: called
 	// directly, a piece does not load the gateway and the timeline's clock
 	// (cold after the wait for upstream bytes) before it is classified.
@@ -107,6 +112,12 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 				if textPending {
 					textPending = false
 					x.tl.MarkTextSent()
+				}
+				if terminalPending {
+					// A client that hung up before this flush does not
+					// have it, even if the kernel took the bytes.
+					terminalPending = false
+					terminalSent = x.r.Context().Err() == nil
 				}
 			}
 		}
@@ -200,6 +211,7 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 		}
 		dirty = true
 		textPending = textPending || firstText
+		terminalPending = terminalPending || res.Terminal
 		if held {
 			// The held headers go out with this first piece at once, from
 			// this frame: flushed from inside the reader's wait, net/http's
@@ -210,6 +222,11 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 	}
 	x.tl.Mark(timeline.T6) // the upstream body ended; forgotten again if another attempt follows
 	flush()
+	if terminalSent {
+		// The client has the whole answer (or the upstream's own error):
+		// a hang-up or a failure after it is not what happened to it.
+		readErr, writeErr = nil, nil
+	}
 	return x.streamEnded(a, st, rc, wd, readErr, writeErr, started, canRetry)
 }
 
@@ -263,10 +280,16 @@ func (x *exchange) streamEnded(a *attempt, st *protocol.Stream, rc *http.Respons
 			break
 		}
 		// Bytes were sent: end the stream the way the protocol allows,
-		// with an in-band error event, never by leaving it hanging.
+		// with an in-band error event, never by leaving it hanging; then
+		// end the response abnormally (no last chunk over HTTP/1.1, a
+		// reset stream over HTTP/2), so that a client which takes the
+		// event for an ordinary one (openai-node iterating a Responses
+		// stream, openai-go, LangChain) still sees the stream fail, as it
+		// would have on the upstream's own cut (SPEC.md §5).
 		wd.extend()
 		x.w.Write(streamErrorEvent(x.rec.API, fail, st.DataEvents()))
 		rc.Flush()
+		x.abortConn = true
 	default:
 		switch st.Terminal() {
 		case protocol.TerminalDone:

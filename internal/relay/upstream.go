@@ -406,22 +406,21 @@ func (x *exchange) start(ch *route.Channel) (*attempt, *HTTPError) {
 	if err != nil {
 		return a, x.attemptFailed(a, &HTTPError{Code: http.StatusBadGateway, Type: "api_error", Msg: "cannot build the upstream request", Status: record.StatusUpstreamConnectError, Err: err})
 	}
-	headerWait := to.Headers
-	if !x.req.stream && to.FirstOutput > headerWait {
-		// A non-streaming answer's headers come when the whole answer is
-		// ready, so its wait is bounded by first_output, not headers.
-		headerWait = to.FirstOutput
-	}
 	a.index = x.tl.BeginAttempt()
-	headerTimer := a.after(headerWait, errHeaderTimeout)
-	if x.req.stream {
-		a.firstOutput = a.after(to.FirstOutput, errFirstOutputTimeout)
-	}
+	// Each timeout at its own value, streaming or not (SPEC.md §5). A
+	// non-streaming answer's headers come with the whole answer, so both
+	// bound that wait, and whichever passes first names the failure.
+	headerTimer := a.after(to.Headers, errHeaderTimeout)
+	a.firstOutput = a.after(to.FirstOutput, errFirstOutputTimeout)
 	resp, err := x.g.roundTrip(req)
 	if err == nil {
 		x.tl.GotHeaders(a.index)
 	}
 	headerTimer.Stop()
+	if !x.req.stream {
+		// The answer is here (its body follows at once): its output is.
+		a.firstOutput.Stop()
+	}
 	if err != nil {
 		return a, x.attemptFailed(a, x.classifyError(a, err, "connect"))
 	}
