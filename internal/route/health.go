@@ -83,8 +83,10 @@ type Result struct {
 	HasHeaders, HasFirstResponse, HasFirstText bool
 	// Censored marks a hedge race loser cancelled before its first
 	// output: FirstResponse (and FirstText) are then the time it was given,
-	// a lower bound, recorded so that a channel that always loses still
-	// ranks at least as slow as the race it lost.
+	// a lower bound. It is kept apart from the samples (FieldStats never
+	// shows a lower bound as a percentile) and counted; the ranking still
+	// takes it, so that a channel that always loses ranks at least as slow
+	// as the races it lost.
 	Censored bool
 }
 
@@ -94,6 +96,18 @@ type Result struct {
 type samples struct {
 	next atomic.Uint64
 	ring [ringSize]atomic.Uint64
+}
+
+// recent appends the values (ms) of the samples at or after oldest to dst.
+func (s *samples) recent(dst []float64, oldest uint32) []float64 {
+	for i := range s.ring {
+		v := s.ring[i].Load()
+		if v == 0 || uint32(v>>32) < oldest {
+			continue
+		}
+		dst = append(dst, float64(uint32(v))/1000)
+	}
+	return dst
 }
 
 func (s *samples) add(at uint32, d time.Duration) {
@@ -115,6 +129,7 @@ type Health struct {
 	route    atomic.Pointer[Route] // the route of Model in the current table; nil: the default (no ejection)
 	inflight atomic.Int64
 	lat      [numFields]samples
+	cens     [numFields]samples // censored lower bounds (Result.Censored)
 	// attempts packs each finished attempt: time as in samples, Kind in
 	// the low byte.
 	attempts samples
@@ -168,8 +183,12 @@ type FieldStats struct {
 	P50   float64 `json:"p50_ms"`
 	P95   float64 `json:"p95_ms"`
 	P99   float64 `json:"p99_ms"`
+	// Censored counts the hedge race losers cancelled before the mark:
+	// their times are lower bounds, left out of Count and the percentiles.
+	Censored int `json:"censored"`
 
 	sorted []float64 // the samples, sorted, for other percentiles
+	ranked []float64 // the samples and the lower bounds, sorted: what the ranking reads
 }
 
 // Quantile returns the q-quantile (R-7) of the samples in ms, and whether
@@ -213,13 +232,17 @@ func (h *Health) Observe(res Result) {
 	h.attempts.put(at, uint32(res.Kind))
 	if res.Stream && (res.Kind == KindOK || res.Censored) {
 		if res.HasHeaders {
-			h.lat[FieldHeaders].add(at, res.Headers)
+			h.lat[FieldHeaders].add(at, res.Headers) // headers came: a real sample
+		}
+		lat := &h.lat
+		if res.Censored {
+			lat = &h.cens
 		}
 		if res.HasFirstResponse {
-			h.lat[FieldFirstResponse].add(at, res.FirstResponse)
+			lat[FieldFirstResponse].add(at, res.FirstResponse)
 		}
 		if res.HasFirstText {
-			h.lat[FieldFirstText].add(at, res.FirstText)
+			lat[FieldFirstText].add(at, res.FirstText)
 		}
 	}
 	switch {
@@ -278,20 +301,19 @@ func (h *Health) snapshot(fresh bool) *healthSnap {
 	if now > window {
 		oldest = uint32((now-window)/time.Second) + 1
 	}
-	var buf [ringSize]float64
+	var buf [2 * ringSize]float64
 	for f := range numFields {
-		vals := buf[:0]
-		for i := range h.lat[f].ring {
-			v := h.lat[f].ring[i].Load()
-			if v == 0 || uint32(v>>32) < oldest {
-				continue
-			}
-			vals = append(vals, float64(uint32(v))/1000)
-		}
+		vals := h.lat[f].recent(buf[:0], oldest)
 		slices.Sort(vals)
 		fs := FieldStats{Count: len(vals), sorted: slices.Clone(vals)}
 		if len(vals) > 0 {
 			fs.P50, fs.P95, fs.P99 = quantile(vals, 0.5), quantile(vals, 0.95), quantile(vals, 0.99)
+		}
+		fs.ranked = fs.sorted
+		if all := h.cens[f].recent(vals, oldest); len(all) > len(vals) {
+			fs.Censored = len(all) - len(vals)
+			slices.Sort(all)
+			fs.ranked = slices.Clone(all)
 		}
 		n.fields[f] = fs
 	}
@@ -329,13 +351,15 @@ func quantile(sorted []float64, q float64) float64 {
 	return sorted[lo] + frac*(sorted[lo+1]-sorted[lo])
 }
 
-// Latency returns the recent q-quantile of field f, and whether there are
-// at least minSamples samples.
+// Latency returns the recent q-quantile of field f for ranking, and
+// whether there are at least minSamples samples. Hedge losers' lower bounds
+// count here (a channel that always loses ranks at least as slow as the
+// races it lost), unlike in FieldStats' percentiles.
 func (h *Health) Latency(f Field, q float64, minSamples int) (time.Duration, bool) {
 	fs := h.snapshot(false).fields[f]
-	if fs.Count < max(minSamples, 1) {
+	if len(fs.ranked) < max(minSamples, 1) {
 		return 0, false
 	}
-	v, _ := fs.Quantile(q)
+	v := quantile(fs.ranked, q)
 	return time.Duration(v * float64(time.Millisecond)), true
 }

@@ -253,3 +253,42 @@ func TestHedgeDelay(t *testing.T) {
 		t.Errorf("delay %v under the floor", d)
 	}
 }
+
+// TestCensoredKeptApart: a hedge loser's first response is a lower bound.
+// It is counted apart and never shown as a percentile; the ranking still
+// takes it, so a channel that always loses ranks at least as slow as the
+// races it lost (issue 43: a 900 ms channel showed a p50 of 641 ms).
+func TestCensoredKeptApart(t *testing.T) {
+	c := newClock()
+	ch := &Channel{Name: "a", Protocol: "openai", Weight: 1}
+	r := New([]*Channel{ch}, Options{Now: c.now})
+	h := r.Health(ch, "m")
+	for range 10 {
+		h.Observe(Result{Kind: KindOK, Stream: true, Headers: 100 * time.Millisecond, HasHeaders: true, FirstResponse: 900 * time.Millisecond, HasFirstResponse: true})
+		h.Observe(Result{Kind: KindCancelled, Stream: true, Censored: true, Headers: 100 * time.Millisecond, HasHeaders: true, FirstResponse: 300 * time.Millisecond, HasFirstResponse: true})
+	}
+	c.add(time.Second)
+	v := r.Report().Channels[0]
+	if v.FirstResponse.Count != 10 || v.FirstResponse.P50 != 900 || v.FirstResponse.P95 != 900 || v.FirstResponse.Censored != 10 {
+		t.Errorf("first response %+v: want 10 samples at 900 ms and 10 lower bounds apart", v.FirstResponse)
+	}
+	if v.UpstreamHeaders.Count != 20 || v.UpstreamHeaders.Censored != 0 {
+		t.Errorf("headers %+v: a loser's headers came, a real sample", v.UpstreamHeaders)
+	}
+	// Ranking: R-7 median over 10 × 300 and 10 × 900 ms.
+	if d, ok := h.Latency(FieldFirstResponse, 0.5, 1); !ok || d != 600*time.Millisecond {
+		t.Errorf("ranked p50 %v %v, want 600 ms with the lower bounds", d, ok)
+	}
+	// A channel that only lost races has lower bounds and no percentile.
+	h2 := r.Health(ch, "m2")
+	h2.Observe(Result{Kind: KindCancelled, Stream: true, Censored: true, FirstResponse: 300 * time.Millisecond, HasFirstResponse: true})
+	c.add(time.Second)
+	for _, v := range r.Report().Channels {
+		if v.Model == "m2" && (v.FirstResponse.Count != 0 || v.FirstResponse.P50 != 0 || v.FirstResponse.Censored != 1) {
+			t.Errorf("m2 %+v", v.FirstResponse)
+		}
+	}
+	if d, ok := h2.Latency(FieldFirstResponse, 0.5, 1); !ok || d != 300*time.Millisecond {
+		t.Errorf("m2 ranked %v %v", d, ok)
+	}
+}

@@ -20,6 +20,7 @@ type healthRow struct {
 	Inflight                        int64
 	Headers, FirstResponse, First   [2]string // p50, p95
 	Samples                         int
+	Censored                        int // hedge losers' lower bounds, not in the percentiles
 	ErrorRate, TimeoutRate          string
 	Attempts                        int
 }
@@ -64,7 +65,7 @@ func (h *Handler) routing(p auth.Principal, visible []Channel) (rows []healthRow
 		row := healthRow{Channel: v.Channel, Model: v.Model, Route: v.Route, Strategy: v.Strategy, State: v.State,
 			Ejected: v.State != "healthy", Ejections: v.Ejections, Inflight: v.Inflight,
 			Headers: pair(v.UpstreamHeaders), FirstResponse: pair(v.FirstResponse), First: pair(v.FirstText),
-			Samples: v.FirstResponse.Count, ErrorRate: rate(v.ErrorRate), TimeoutRate: rate(v.TimeoutRate), Attempts: v.Counts.Attempts}
+			Samples: v.FirstResponse.Count, Censored: v.FirstResponse.Censored, ErrorRate: rate(v.ErrorRate), TimeoutRate: rate(v.TimeoutRate), Attempts: v.Counts.Attempts}
 		if row.Route == "" {
 			row.Route = "default"
 		}

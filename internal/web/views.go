@@ -396,8 +396,62 @@ type channelRow struct {
 
 type channelCell struct {
 	P50, P95 string
-	Worst    bool // the highest p95 of its column (of two or more rows)
+	Worst    bool // the highest p95 of its column (of two or more rows), by a margin that matters
 	Count    int
+}
+
+// A column's highest p95 is marked only when it stands apart from the
+// lowest by both floors: 1 ms between two channels is noise, and so is
+// 8 % of a few seconds.
+const (
+	worstRelFloor = 0.20 // the highest p95 is at least 20 % over the lowest
+	worstAbsFloor = 50.0 // and at least 50 ms over it
+)
+
+// worstMatters reports whether a column whose p95 run from lo to hi (ms)
+// has a worst worth marking.
+func worstMatters(lo, hi float64) bool {
+	return hi > 0 && hi-lo >= worstAbsFloor && hi >= lo*(1+worstRelFloor)
+}
+
+// noChannelRow sums the requests that never reached a channel.
+type noChannelRow struct {
+	Count, Errors int
+	ErrorRate     string
+	Statuses      []statusCount // most frequent first
+	counts        map[string]int
+}
+
+type statusCount struct {
+	Status string
+	Count  int
+}
+
+func (r *noChannelRow) add(g store.Group) *noChannelRow {
+	if r == nil {
+		r = &noChannelRow{counts: map[string]int{}}
+	}
+	r.Count += g.Count
+	r.Errors += g.Errors
+	for st, n := range g.Statuses {
+		r.counts[st] += n
+	}
+	return r
+}
+
+func (r *noChannelRow) finish() {
+	if r.Count > 0 {
+		r.ErrorRate = percent(float64(r.Errors) / float64(r.Count))
+	}
+	for st, n := range r.counts {
+		r.Statuses = append(r.Statuses, statusCount{st, n})
+	}
+	slices.SortFunc(r.Statuses, func(a, b statusCount) int {
+		if a.Count != b.Count {
+			return b.Count - a.Count
+		}
+		return strings.Compare(a.Status, b.Status)
+	})
 }
 
 // channelsData feeds the Channels view.
@@ -414,8 +468,11 @@ type channelsData struct {
 	// no model (GET /v1/models, requests refused before a model was read):
 	// they have no latency of a model to compare.
 	NoModel int
-	Health  []healthRow // live, from the router; nil without one
-	Routes  []routeRow  // admins only
+	// NoChannel is the requests that never reached a channel (a refused
+	// key, an unknown model), with their statuses; nil without any.
+	NoChannel *noChannelRow
+	Health    []healthRow // live, from the router; nil without one
+	Routes    []routeRow  // admins only
 }
 
 func (h *Handler) channels(r *http.Request, p auth.Principal, q viewQuery) ([]byte, error) {
@@ -434,13 +491,22 @@ func (h *Handler) channels(r *http.Request, p auth.Principal, q viewQuery) ([]by
 		Method: st.PercentileMethod, Stream: q.streamText(), AsOf: q.asOf()}
 	d.Health, d.Routes = h.routing(p, chans)
 	worst := make([]float64, len(ttftDefs))
+	best := make([]float64, len(ttftDefs))
 	groups := st.Groups[:0:0]
 	for _, g := range st.Groups {
-		if g.Key["model"] == "" {
+		switch {
+		case g.Key["channel"] == "":
+			// Requests that never reached a channel (refused keys,
+			// unknown models): one row of their own, at the bottom.
+			d.NoChannel = d.NoChannel.add(g)
+		case g.Key["model"] == "":
 			d.NoModel += g.Count
-			continue
+		default:
+			groups = append(groups, g)
 		}
-		groups = append(groups, g)
+	}
+	if d.NoChannel != nil {
+		d.NoChannel.finish()
 	}
 	for _, g := range groups {
 		row := channelRow{Channel: g.Key["channel"], Model: g.Key["model"], Count: g.Count, Errors: g.Errors,
@@ -448,14 +514,17 @@ func (h *Handler) channels(r *http.Request, p auth.Principal, q viewQuery) ([]by
 			Link: q.link("requests", "channel", g.Key["channel"], "model", g.Key["model"])}
 		if n, ok := inflight[row.Channel]; ok {
 			row.Inflight = strconv.FormatInt(n, 10)
-		} else if row.Channel == "" {
-			row.Inflight = "—"
 		}
 		for i, def := range ttftDefs {
 			fs := g.Fields[def.Field]
 			row.Cells = append(row.Cells, channelCell{P50: msPtr(fs.P50), P95: msPtr(fs.P95), Count: fs.Count})
 			if fs.P95 != nil {
-				worst[i] = math.Max(worst[i], *fs.P95)
+				if worst[i] == 0 || *fs.P95 > worst[i] {
+					worst[i] = *fs.P95
+				}
+				if best[i] == 0 || *fs.P95 < best[i] {
+					best[i] = *fs.P95
+				}
 			}
 		}
 		d.Rows = append(d.Rows, row)
@@ -463,7 +532,7 @@ func (h *Handler) channels(r *http.Request, p auth.Principal, q viewQuery) ([]by
 	if len(d.Rows) > 1 {
 		for ri, g := range groups {
 			for i, def := range ttftDefs {
-				if p95 := g.Fields[def.Field].P95; p95 != nil && *p95 == worst[i] && worst[i] > 0 {
+				if p95 := g.Fields[def.Field].P95; p95 != nil && *p95 == worst[i] && worstMatters(best[i], worst[i]) {
 					d.Rows[ri].Cells[i].Worst = true
 				}
 			}

@@ -476,3 +476,42 @@ func TestFormat(t *testing.T) {
 		t.Errorf("percent: %s", got)
 	}
 }
+
+// TestChannelsEdges: requests that never reached a channel are one
+// "(no channel)" row at the bottom, with their statuses, never a nameless
+// channel; a p95 that is highest by 1 ms is not marked (issue 43).
+func TestChannelsEdges(t *testing.T) {
+	a := fast("req-a", "team-a", now.Add(-3*time.Minute), false)
+	b := fast("req-b2", "team-a", now.Add(-2*time.Minute), false)
+	b.Channel, b.Attempts[0].Channel = "sim-openai-2", "sim-openai-2"
+	b.Fields.FirstResponseMs, b.Fields.FirstTextDeltaMs = at(121), at(121) // 1 ms slower
+	refused := fast("req-auth", "team-a", now.Add(-time.Minute), false)
+	refused.Channel, refused.Attempts = "", nil
+	refused.Fields = record.Record{}.Fields
+	refused.Status, refused.HTTPStatus, refused.Model = record.StatusAuthFailed, 401, ""
+	unknown := refused
+	unknown.RequestID, unknown.Status, unknown.HTTPStatus, unknown.Model = "req-unknown", record.StatusNoChannel, 404, "nope"
+	unknown2 := unknown
+	unknown2.RequestID = "req-unknown2"
+	fx := newFixture(t, []record.Record{a, b, refused, unknown, unknown2}, nil)
+	body := fx.get(t, "/ui/view/channels?since=1h", keyAdmin).body
+	if strings.Contains(body, `data-channel=""`) {
+		t.Error("a nameless channel row")
+	}
+	i := strings.Index(body, `data-no-channel`)
+	if i < 0 {
+		t.Fatalf("no (no channel) row: %s", body)
+	}
+	row := body[i : i+strings.Index(body[i:], "</tr>")]
+	for _, want := range []string{"(no channel)", `data-th="requests">3<`, `<span data-status="no_channel">no_channel 2</span> · <span data-status="auth_failed">auth_failed 1</span>`} {
+		if !strings.Contains(row, want) {
+			t.Errorf("no-channel row lacks %q: %s", want, row)
+		}
+	}
+	if j := strings.LastIndex(body[:i+strings.Index(body[i:], "</table>")], `<tr data-channel="`); j > i {
+		t.Error("the (no channel) row is not at the bottom")
+	}
+	if strings.Contains(body, "worst") && strings.Contains(body, `class="n worst"`) {
+		t.Errorf("a 1 ms difference is marked: %s", body[strings.Index(body, `class="n worst"`)-200:strings.Index(body, `class="n worst"`)+80])
+	}
+}
