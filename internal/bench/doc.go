@@ -62,8 +62,10 @@
 //
 // With a viewer or admin key of a ttfx gateway, every row is joined with
 // the gateway's record (GET /api/requests/{X-Request-Id}) and each client
-// mark is split into network_client_ms, gateway_ms and upstream_ms, which
-// add up to the client's value exactly; see Split for the definitions.
+// mark is split into network_client_ms, gateway_ms, upstream_ms and, for a
+// hedged request, held_for_hedging_ms (its events held until the race's
+// winner reached first output), which add up to the client's value
+// exactly; see Split for the definitions.
 //
 // # Comparing and merging
 //

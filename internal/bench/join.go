@@ -39,6 +39,11 @@ type GatewayJoin struct {
 //	                                   routing), and holding the milestone before passing it on
 //	network_client_ms  = C − S         (C − G where S is unknown) what lies outside the gateway: the request's
 //	                                   transit to it and the response's transit back, and the client's parsing
+//	held_for_hedging_ms                of a hedged request (an attempt with role hedge), the part of the
+//	                                   above during which the milestone had arrived but the gateway held it
+//	                                   back until the race's winner reached first output: from G to when the
+//	                                   held headers went out (headers_sent_ms), taken out of gateway_ms where
+//	                                   S is known and out of network_client_ms where it is not
 //
 // C and the gateway's marks have different origins (the client's write,
 // the gateway's receipt), each on its own monotonic clock; network_client
@@ -55,6 +60,9 @@ type Split struct {
 	NetworkClientMs timeline.Span `json:"network_client_ms"`
 	GatewayMs       timeline.Span `json:"gateway_ms"`
 	UpstreamMs      timeline.Span `json:"upstream_ms"`
+	// HeldForHedgingMs is the hedge's hold (see above); 0 for a request
+	// that did not hedge. The four parts add up to C.
+	HeldForHedgingMs timeline.Span `json:"held_for_hedging_ms"`
 }
 
 // Joiner reads gateway records for rows.
@@ -169,6 +177,16 @@ func split(r *Row, rec *record.Record) map[string]Split {
 	if !ok {
 		return out
 	}
+	// A hedged request's events are held until the race's winner reached
+	// first output; the held headers went out then, with them.
+	hs, hedged := time.Duration(0), false
+	for _, a := range rec.Attempts {
+		if a.Role == record.RoleHedge {
+			hs, hedged = rec.HeadersSentMs.Get()
+			hedged = hedged && plausible(hs)
+			break
+		}
+	}
 	one := func(name string, c, g, s timeline.Offset) {
 		cd, ok1 := c.Get()
 		gd, ok2 := g.Get()
@@ -178,11 +196,18 @@ func split(r *Row, rec *record.Record) map[string]Split {
 		sp := Split{UpstreamMs: timeline.SpanOf(gd - u)}
 		local := u
 		outside := cd - gd
+		var held time.Duration
 		if sd, ok := s.Get(); ok && plausible(sd) {
-			local += sd - gd
+			if hedged {
+				held = min(max(hs-gd, 0), max(sd-gd, 0))
+			}
+			local += sd - gd - held
 			outside = cd - sd
+		} else if hedged {
+			held = min(max(hs-gd, 0), max(outside, 0))
+			outside -= held
 		}
-		sp.GatewayMs, sp.NetworkClientMs = timeline.SpanOf(local), timeline.SpanOf(outside)
+		sp.GatewayMs, sp.NetworkClientMs, sp.HeldForHedgingMs = timeline.SpanOf(local), timeline.SpanOf(outside), timeline.SpanOf(held)
 		out[name] = sp
 	}
 	one(MetricFirstEvent, r.FirstSSEEventMs, rec.FirstSSEEventMs, timeline.Offset{})

@@ -172,7 +172,7 @@ var summaryDefinitions = map[string]string{
 	"throughput":      "Aggregate over the measured window, across concurrent requests; not per-user speed.",
 	"load":            "Requested and achieved load; sched_lag_ms is the bench's own lateness starting requests.",
 	"tokens":          "Token counts over the successful requests: prompt is the synthetic prompt measured with o200k_base.",
-	"gateway_split":   "Per metric, the client's value split into network_client_ms, gateway_ms and upstream_ms by the gateway's record (see the bench doc); successful joined requests only.",
+	"gateway_split":   "Per metric, the client's value split into network_client_ms, gateway_ms, upstream_ms and held_for_hedging_ms (a hedged request's events held until the race's winner reached first output) by the gateway's record (see the bench doc); successful joined requests only.",
 	"absent":          "Requests for which the metric did not happen; excluded from its statistics, never counted as 0.",
 	"unbounded":       "Requests counted as +Inf (failure-inclusive summaries only).",
 	"cancelled":       "Requests in flight when the run was interrupted: in the rows, in no summary.",
@@ -342,7 +342,7 @@ func achievedRate(rows []Row) (float64, bool) {
 }
 
 // splitParts names the parts of a Split in the summary.
-var splitParts = []string{"network_client_ms", "gateway_ms", "upstream_ms"}
+var splitParts = []string{"network_client_ms", "gateway_ms", "upstream_ms", "held_for_hedging_ms"}
 
 func summarizeSplit(rows []Row) map[string]map[string]Stat {
 	joined := 0
@@ -376,6 +376,8 @@ func summarizeSplit(rows []Row) map[string]map[string]Stat {
 					x = sp.NetworkClientMs
 				case "gateway_ms":
 					x = sp.GatewayMs
+				case "held_for_hedging_ms":
+					x = sp.HeldForHedgingMs
 				default:
 					x = sp.UpstreamMs
 				}

@@ -104,6 +104,12 @@ const (
 	RoleHedge   = "hedge"   // started beside a primary whose first output was late
 )
 
+// AttemptHedgeLost is the status of an attempt the gateway cancelled
+// because the other attempt of a hedge race reached first output first:
+// neither the client's doing nor a failure (SPEC.md §12). It is an
+// attempt's status only, never a request's.
+const AttemptHedgeLost = "hedge_lost"
+
 // Attempt outcomes.
 const (
 	OutcomeWon       = "won"       // its response was relayed to the client

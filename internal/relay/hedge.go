@@ -281,7 +281,7 @@ func (x *exchange) recordLoser(rc, winner *racer) {
 		x.observe(rc.h, rc.a, len(x.attempts)-1, false)
 		return
 	}
-	x.recordRacer(rc, record.StatusClientCancelled,
+	x.recordRacer(rc, record.AttemptHedgeLost,
 		"cancelled: the "+winner.role+" attempt on "+winner.a.ch.Name+" reached first output first", record.OutcomeCancelled)
 	res := route.Result{Kind: route.KindCancelled, Stream: true}
 	// Given as long as the winner needed, a loser without output is at

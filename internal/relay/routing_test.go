@@ -329,6 +329,11 @@ func TestHedgeWins(t *testing.T) {
 		lost.Channel != "stalls" || lost.Role != record.RolePrimary || lost.Outcome != record.OutcomeCancelled {
 		t.Fatalf("attempts %+v", rec.Attempts)
 	}
+	// The loser has its own status: neither the client's cancel nor a
+	// failure (issue 43).
+	if lost.Status != record.AttemptHedgeLost {
+		t.Errorf("the loser's status %q, want %q", lost.Status, record.AttemptHedgeLost)
+	}
 	// The hedge started after the delay, measured from the primary's t1.
 	// Late by more than the slack only as far as this process's timers
 	// were seen to slip meanwhile (on a loaded machine).

@@ -515,3 +515,32 @@ func TestChannelsEdges(t *testing.T) {
 		t.Errorf("a 1 ms difference is marked: %s", body[strings.Index(body, `class="n worst"`)-200:strings.Index(body, `class="n worst"`)+80])
 	}
 }
+
+// TestHedgeDrawn: a hedged request's wait before the winning hedge started
+// is drawn as waiting for the race, not as local time; the loser's attempt
+// is drawn as lost, not failed; the held headers are named as hedging's
+// (issue 43).
+func TestHedgeDrawn(t *testing.T) {
+	r := fast("req-hedge", "team-a", now.Add(-time.Minute), false)
+	r.UpstreamStartMs, r.UpstreamHeadersAtMs, r.FirstSSEEventMs = at(200), at(220), at(221)
+	r.FirstResponseMs, r.FirstTextDeltaMs, r.FirstTextSentMs, r.HeadersSentMs = at(290), at(290), at(290.1), at(290.05)
+	r.Attempts = []record.Attempt{
+		{Channel: "sim-openai", Role: record.RoleHedge, Outcome: record.OutcomeWon, Status: record.StatusOK, HTTPStatus: 200,
+			UpstreamStartMs: at(200), UpstreamHeadersMs: span(20), UpstreamHeadersAtMs: at(220)},
+		{Channel: "slow", Role: record.RolePrimary, Outcome: record.OutcomeCancelled, Status: record.AttemptHedgeLost,
+			Error: "cancelled: the hedge attempt on sim-openai reached first output first",
+			UpstreamStartMs: at(0.1), UpstreamHeadersMs: span(5), UpstreamHeadersAtMs: at(5.1)},
+	}
+	fx := newFixture(t, []record.Record{r}, nil)
+	list := fx.get(t, "/ui/view/requests?since=1h", keyAdmin).body
+	if !strings.Contains(list, `class="seg seg-race"`) || !strings.Contains(list, "waiting for the hedge race") {
+		t.Errorf("the requests list does not draw the wait for the race: %s", list)
+	}
+	detail := fx.get(t, "/ui/view/request/req-hedge", keyAdmin).body
+	if !strings.Contains(detail, "seg-lost") || !strings.Contains(detail, "lost the hedge race") || strings.Contains(detail, "seg-fail") {
+		t.Errorf("the loser is not drawn as lost (or something is drawn failed)")
+	}
+	if !strings.Contains(detail, "held for hedging") {
+		t.Errorf("the held headers are not named as hedging's")
+	}
+}

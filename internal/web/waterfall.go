@@ -83,6 +83,22 @@ func miniWaterfall(r *record.Record, scale float64) template.HTML {
 			tip = append(tip, m.Name+": absent")
 			continue
 		}
+		if m.Key == "t1" {
+			// Before the relayed attempt's t1, earlier attempts may have
+			// run: the race it won (a hedge) or the failures it followed.
+			// That is not the gateway's local time.
+			if from, name, ok := earlierAttempts(r, m.At); ok {
+				if from > prev {
+					s.printf(`<rect class="seg seg-t1" x="%s" y="3" width="%s" height="8"><title>%s: %s</title></rect>`,
+						pct(prev, scale), pct(from-prev, scale), esc("local phases (t0 → first attempt)"), ms(from-prev))
+				}
+				s.printf(`<rect class="seg seg-race" x="%s" y="3" width="%s" height="8"><title>%s: %s</title></rect>`,
+					pct(from, scale), pct(m.At-from, scale), esc(name), ms(m.At-from))
+				tip = append(tip, fmt.Sprintf("%s %s", m.Name, ms(m.At)))
+				prev = math.Max(prev, m.At)
+				continue
+			}
+		}
 		if m.At > prev {
 			s.printf(`<rect class="seg seg-%s" x="%s" y="3" width="%s" height="8"><title>%s: %s</title></rect>`,
 				m.Key, pct(prev, scale), pct(m.At-prev, scale), esc(stageName[m.Key]), ms(m.At-prev))
@@ -95,6 +111,28 @@ func miniWaterfall(r *record.Record, scale float64) template.HTML {
 	}
 	s.printf(`<title>%s</title></svg>`, esc(strings.Join(tip, " · ")))
 	return s.html()
+}
+
+// earlierAttempts reports whether an attempt started before the relayed
+// one's t1 (at ms): from when, and what the time until t1 was: the hedge
+// race (the primary ran, then the hedge that won started) or earlier
+// attempts that failed.
+func earlierAttempts(r *record.Record, t1 float64) (from float64, name string, ok bool) {
+	from = t1
+	hedged := false
+	for _, a := range r.Attempts {
+		if v, vok := offset(a.UpstreamStartMs); vok && v < from {
+			from = v
+		}
+		hedged = hedged || a.Role == record.RoleHedge
+	}
+	if from >= t1 {
+		return 0, "", false
+	}
+	if hedged {
+		return from, "waiting for the hedge race (the primary's attempt, then the hedge that won)", true
+	}
+	return from, "earlier attempts, before the relayed one", true
 }
 
 // wfRow is one row of the detail waterfall: a stretch of the timeline (or
@@ -234,9 +272,15 @@ func detailRows(r *record.Record) (rows []wfRow, scale float64) {
 			}
 			row.Text = "no headers · " + outcome
 		}
-		if a.Status != record.StatusOK {
+		switch {
+		case a.Status == record.AttemptHedgeLost:
+			// Cancelled by the gateway because the other attempt won:
+			// neither a failure nor the client's doing.
+			row.Class = "seg-lost"
+			row.Text += " (lost the hedge race)"
+		case a.Status != record.StatusOK:
 			row.Class = "seg-fail"
-		} else {
+		default:
 			// The relayed attempt: its t1 → t2 is upstream_headers_ms.
 			row.Gap = "headers"
 		}
@@ -294,7 +338,13 @@ func detailRows(r *record.Record) (rows []wfRow, scale float64) {
 	if r.HeadersSentMs.Valid() {
 		// Held while a fallback was still possible (SPEC §5); about 0
 		// when they went out at t2.
-		rows = append(rows, stretch("headers held: upstream headers → sent to client", "headers_held", "seg-lag", "headers_sent_ms − upstream_headers_at_ms", r.UpstreamHeadersAtMs, r.HeadersSentMs))
+		label := "headers held: upstream headers → sent to client"
+		if _, name, ok := earlierAttempts(r, math.Inf(1)); ok && strings.HasPrefix(name, "waiting for the hedge race") {
+			// Hedging holds the headers until the race's winner has its
+			// first output: the cost of hedging (SPEC.md §12).
+			label = "held for hedging: upstream headers → sent to client at the winner's first output"
+		}
+		rows = append(rows, stretch(label, "headers_held", "seg-lag", "headers_sent_ms − upstream_headers_at_ms", r.UpstreamHeadersAtMs, r.HeadersSentMs))
 	}
 	rows = append(rows, lag,
 		stretch("tail: upstream done → handler done", "tail", "seg-t7", "t7 − t6", r.UpstreamDoneMs, r.TotalHandlerMs))
