@@ -528,7 +528,7 @@ func TestHedgeDrawn(t *testing.T) {
 		{Channel: "sim-openai", Role: record.RoleHedge, Outcome: record.OutcomeWon, Status: record.StatusOK, HTTPStatus: 200,
 			UpstreamStartMs: at(200), UpstreamHeadersMs: span(20), UpstreamHeadersAtMs: at(220)},
 		{Channel: "slow", Role: record.RolePrimary, Outcome: record.OutcomeCancelled, Status: record.AttemptHedgeLost,
-			Error: "cancelled: the hedge attempt on sim-openai reached first output first",
+			Error:           "cancelled: the hedge attempt on sim-openai reached first output first",
 			UpstreamStartMs: at(0.1), UpstreamHeadersMs: span(5), UpstreamHeadersAtMs: at(5.1)},
 	}
 	fx := newFixture(t, []record.Record{r}, nil)
