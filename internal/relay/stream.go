@@ -105,6 +105,11 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 		if dirty && writeErr == nil {
 			dirty = false
 			wd.extendAt(wall)
+			// A client that hung up before this flush does not have the
+			// terminal event, even if the kernel takes the bytes. Asked
+			// before the flush: after it, a client that read the event and
+			// closed at once may already have cancelled the context.
+			present := terminalPending && x.r.Context().Err() == nil
 			if err := rc.Flush(); err != nil {
 				writeErr = err
 			} else {
@@ -114,10 +119,8 @@ func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 					x.tl.MarkTextSent()
 				}
 				if terminalPending {
-					// A client that hung up before this flush does not
-					// have it, even if the kernel took the bytes.
 					terminalPending = false
-					terminalSent = x.r.Context().Err() == nil
+					terminalSent = present
 				}
 			}
 		}
