@@ -152,6 +152,8 @@ type Limiter struct {
 	tokens  bool // some rule limits tokens
 	now     func() time.Time
 	back    backend
+	closer  func()              // stops a shared backend; nil in memory
+	status  func() SharedStatus // a shared backend's state; nil in memory
 
 	cache  sync.Map // subject → []charge, the charge lists already built
 	cached atomic.Int64
@@ -218,6 +220,23 @@ func New(rules []Rule, opts Options) (*Limiter, error) {
 	}
 	l.back = newMemory()
 	return l, nil
+}
+
+// Close stops a shared limiter's heartbeat and waits for its background
+// work; a limiter in memory has none.
+func (l *Limiter) Close() {
+	if l != nil && l.closer != nil {
+		l.closer()
+	}
+}
+
+// Shared returns the state of a shared limiter's Redis, and false for a
+// limiter in memory.
+func (l *Limiter) Shared() (SharedStatus, bool) {
+	if l == nil || l.status == nil {
+		return SharedStatus{}, false
+	}
+	return l.status(), true
 }
 
 // Rules returns the limiter's rules.
@@ -411,7 +430,7 @@ func (l *Limiter) Admit(ctx context.Context, q Request) (*Ticket, *Denial) {
 			retry = time.Second
 		}
 		l.count(cs, deny, outcomeRejected)
-		return nil, &Denial{Limit: c.name, Kind: c.kind, Max: c.limit, RetryAfter: retry, Waited: waited}
+		return nil, &Denial{Limit: c.name, Kind: c.kind, Max: c.limit, RetryAfter: retry, Waited: waited, Cancelled: ctx.Err() != nil}
 	}
 }
 

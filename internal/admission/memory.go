@@ -15,6 +15,10 @@ type memory struct {
 	conc  map[string]int   // streams held, by counter id
 	wake  chan struct{}    // closed at the next release
 	share func() int       // divides every limit (the fallback of a shared backend); nil: 1
+	// count, if set, gives the streams held of a counter instead of conc
+	// (the fallback of a shared backend counts those its replica holds,
+	// whichever backend admitted them); conc is then unused.
+	count func(id string) int
 }
 
 func newMemory() *memory {
@@ -37,6 +41,13 @@ func gcra(tat, n int64, limit, cost int) (wait, next int64) {
 	return max(allowAt-n, 0), tat + int64(cost)*p
 }
 
+func (m *memory) held(id string) int {
+	if m.count != nil {
+		return m.count(id)
+	}
+	return m.conc[id]
+}
+
 func (m *memory) limit(c *charge) int {
 	if m.share == nil {
 		return c.limit
@@ -49,7 +60,7 @@ func (m *memory) take(_ context.Context, now time.Time, cs []charge, waited time
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i := range cs {
-		if c := &cs[i]; c.kind == KindConcurrent && m.conc[c.id] >= m.limit(c) {
+		if c := &cs[i]; c.kind == KindConcurrent && m.held(c.id) >= m.limit(c) {
 			return 0, i, 0, true, m.wake
 		}
 	}
@@ -68,7 +79,9 @@ func (m *memory) take(_ context.Context, now time.Time, cs []charge, waited time
 	for i := range cs {
 		c := &cs[i]
 		if c.kind == KindConcurrent {
-			m.conc[c.id]++
+			if m.count == nil {
+				m.conc[c.id]++
+			}
 			continue
 		}
 		_, m.tat[c.id] = gcra(m.tat[c.id], n, m.limit(c), c.cost)
@@ -85,6 +98,9 @@ func (m *memory) end(now time.Time, cs []charge, delta int) {
 		switch {
 		case c.kind == KindConcurrent:
 			released = true
+			if m.count != nil {
+				continue
+			}
 			if m.conc[c.id] <= 1 {
 				delete(m.conc, c.id)
 			} else {

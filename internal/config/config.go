@@ -454,6 +454,9 @@ func (c *Config) resolve(getenv func(string) string, dir string) error {
 	if c.Metrics.KeyEnv != "" {
 		c.Metrics.Key = lookup(c.Metrics.KeyEnv, "metrics.key_env")
 	}
+	if c.Limits.PasswordEnv != "" {
+		c.Limits.Password = lookup(c.Limits.PasswordEnv, "limits.password_env")
+	}
 	if c.UserHashKeyEnv != "" {
 		c.UserHashKey = lookup(c.UserHashKeyEnv, "user_hash_key_env")
 		if c.UserHashKey != "" && len(c.UserHashKey) < 16 {

@@ -2,15 +2,24 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"path"
 	"strings"
 )
 
 // Limits configures admission (docs/admission.md): limits per client key,
 // group and model on requests and tokens per minute and concurrent
-// streams, kept in the gateway's memory.
+// streams, kept in memory or, with Shared, in Redis for every replica.
 type Limits struct {
-	Rules []Limit `yaml:"rules"`
+	// Shared is redis://[user:password@]host:port[/db] (or rediss://):
+	// the replicas that name the same Redis share their counters. Empty:
+	// each gateway counts alone. PasswordEnv, if set, names the variable
+	// holding the password (better than one in the URL).
+	Shared      string `yaml:"shared"`
+	PasswordEnv string `yaml:"password_env"`
+	// Password is resolved from PasswordEnv by Load.
+	Password string  `yaml:"-"`
+	Rules    []Limit `yaml:"rules"`
 }
 
 // Limit is one rule: exactly one of Key, Group and Model names what it
@@ -33,6 +42,16 @@ type Limit struct {
 
 func (c *Config) validateLimits() []error {
 	var errs []error
+	if s := c.Limits.Shared; s != "" {
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+			shown := "(unparsable)"
+			if err == nil {
+				shown = u.Redacted()
+			}
+			errs = append(errs, fmt.Errorf("limits.shared %s: want redis://host:port[/db]", shown))
+		}
+	}
 	for i, l := range c.Limits.Rules {
 		bad := func(format string, a ...any) {
 			errs = append(errs, fmt.Errorf("limits.rules[%d]: "+format, append([]any{i}, a...)...))

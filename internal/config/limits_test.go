@@ -9,6 +9,7 @@ import (
 func TestLimits(t *testing.T) {
 	c, err := Parse([]byte(`
 limits:
+  shared: redis://127.0.0.1:6379/0
   rules:
     - key: "*"
       requests_per_minute: 60
@@ -22,7 +23,7 @@ limits:
 		t.Fatal(err)
 	}
 	r := c.Limits.Rules
-	if len(r) != 3 || r[0].Key != "*" || r[0].RequestsPerMinute != 60 ||
+	if c.Limits.Shared != "redis://127.0.0.1:6379/0" || len(r) != 3 || r[0].Key != "*" || r[0].RequestsPerMinute != 60 ||
 		r[1].Queue.D() != 2*time.Second || r[2].Model != "gpt-4o*" || r[2].Concurrent != 50 {
 		t.Errorf("limits %+v", c.Limits)
 	}
@@ -32,6 +33,7 @@ limits:
 		{"limits:\n  rules:\n    - model: \"[\"\n      concurrent: 1\n", "model pattern"},
 		{"limits:\n  rules:\n    - key: a\n      concurrent: -1\n", "negative"},
 		{"limits:\n  rules:\n    - key: a\n      rpm: 3\n", "rpm"},
+		{"limits:\n  shared: http://u:secret@x\n", "want redis://"},
 	} {
 		if _, err := Parse([]byte(bad.yaml), nil); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%q: %v, want an error with %q", bad.yaml, err, bad.want)

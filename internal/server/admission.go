@@ -1,6 +1,8 @@
 package server
 
 import (
+	"log/slog"
+
 	"github.com/ttfx/ttfx/internal/admission"
 	"github.com/ttfx/ttfx/internal/config"
 	"github.com/ttfx/ttfx/internal/telemetry"
@@ -8,7 +10,7 @@ import (
 
 // buildLimiter returns the admission limiter of the configuration's
 // limits, or nil when it has none (the relay then skips admission).
-func buildLimiter(cfg config.Limits) (*admission.Limiter, error) {
+func buildLimiter(cfg config.Limits, log *slog.Logger) (*admission.Limiter, error) {
 	if len(cfg.Rules) == 0 {
 		return nil, nil
 	}
@@ -26,6 +28,9 @@ func buildLimiter(cfg config.Limits) (*admission.Limiter, error) {
 		}
 		rules[i] = r
 	}
+	if cfg.Shared != "" {
+		return admission.NewShared(rules, admission.SharedOptions{URL: cfg.Shared, Password: cfg.Password, Log: log})
+	}
 	return admission.New(rules, admission.Options{})
 }
 
@@ -36,6 +41,9 @@ func admissionStats(l *admission.Limiter) func() telemetry.AdmissionStats {
 		for _, s := range l.Stats() {
 			out.Limits = append(out.Limits, telemetry.AdmissionLimit{Limit: s.Limit, Kind: s.Kind,
 				Admitted: s.Admitted, Queued: s.Queued, Rejected: s.Rejected})
+		}
+		if st, ok := l.Shared(); ok {
+			out.Shared = &telemetry.AdmissionShared{Up: st.Up, Replicas: st.Replicas, Fallbacks: st.Fallbacks, Failures: st.Failures}
 		}
 		return out
 	}

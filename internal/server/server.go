@@ -264,7 +264,7 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	}
 	s.router = route.New(chans, route.Options{Routes: buildRoutes(cfg.Routes), Seed: randSeed(), Now: opts.Now})
 
-	limiter, err := buildLimiter(cfg.Limits)
+	limiter, err := buildLimiter(cfg.Limits, s.log)
 	if err != nil {
 		return nil, err
 	}
@@ -443,6 +443,12 @@ func (s *Server) shutdown() error {
 }
 
 func (s *Server) closeAll() {
+	if s.limiter != nil {
+		// The relay is done: the last releases reach Redis, and the
+		// heartbeat stops.
+		s.limiter.Close()
+		s.limiter = nil
+	}
 	if s.stopRetention != nil {
 		s.stopRetention()
 		<-s.retentionDone

@@ -1,0 +1,228 @@
+package admission
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ttfx/ttfx/internal/testenv"
+)
+
+func sharedLimiter(t *testing.T, r *testenv.Redis, replica string, rules ...Rule) *Limiter {
+	t.Helper()
+	l, err := NewShared(rules, SharedOptions{URL: r.URL(), Replica: replica})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	return l
+}
+
+// burst sends n requests at once spread over ls and returns how many were
+// admitted.
+func burst(ls []*Limiter, q Request, n int) int {
+	var ok atomic.Int32
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if t, d := ls[i%len(ls)].Admit(context.Background(), q); d == nil {
+				ok.Add(1)
+				t.Done(-1)
+			}
+		})
+	}
+	wg.Wait()
+	return int(ok.Load())
+}
+
+// TestSharedReplicas: two replicas sharing one Redis admit together what
+// the limit says (within one request: GCRA lets one more through each
+// period that passes during the burst), and a third joining mid-window
+// adds nothing to it.
+func TestSharedReplicas(t *testing.T) {
+	r := testenv.StartRedis(t)
+	rule := Rule{Scope: ScopeKey, Match: "k", RequestsPerMinute: 20}
+	a, b := sharedLimiter(t, r, "a", rule), sharedLimiter(t, r, "b", rule)
+	q := Request{Key: "k"}
+	start := time.Now()
+	got := burst([]*Limiter{a, b}, q, 60)
+	regen := int(time.Since(start) / (3 * time.Second)) // one per 3 s
+	if got < 20 || got > 20+regen+1 {
+		t.Errorf("two replicas admitted %d of 60, want the limit 20 (+%d regenerated, +1)", got, regen)
+	}
+	c := sharedLimiter(t, r, "c", rule)
+	more := burst([]*Limiter{a, b, c}, q, 30)
+	regen = int(time.Since(start) / (3 * time.Second))
+	if got+more > 20+regen+1 {
+		t.Errorf("with a third replica %d more admitted; %d in all, want at most 20 (+%d regenerated, +1)", more, got+more, regen)
+	}
+	if st, ok := c.Shared(); !ok || !st.Up || st.Replicas != 3 {
+		t.Errorf("third replica's status %+v", st)
+	}
+}
+
+// TestSharedConcurrent: a concurrency limit holds across replicas, and a
+// stream released on one lets the other admit.
+func TestSharedConcurrent(t *testing.T) {
+	r := testenv.StartRedis(t)
+	rule := Rule{Scope: ScopeModel, Match: "m*", Concurrent: 3}
+	a, b := sharedLimiter(t, r, "a", rule), sharedLimiter(t, r, "b", rule)
+	q := Request{Model: "m1"}
+	var held []*Ticket
+	for i := range 3 {
+		tk, d := []*Limiter{a, b}[i%2].Admit(context.Background(), q)
+		if d != nil {
+			t.Fatalf("stream %d of 3: %+v", i+1, d)
+		}
+		held = append(held, tk)
+	}
+	if _, d := b.Admit(context.Background(), q); d == nil || d.Kind != KindConcurrent {
+		t.Fatalf("a fourth stream on the other replica: %+v", d)
+	}
+	held[0].Done(-1) // on a
+	// The release runs in the background: it lands within a round trip.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		tk, d := b.Admit(context.Background(), q)
+		if d == nil {
+			tk.Done(-1)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a release on one replica never let the other admit")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	held[1].Done(-1)
+	held[2].Done(-1)
+}
+
+// TestSharedRedisDown: Redis stopped mid-traffic fails no request: each
+// replica falls back to its share of the limit (limit ÷ the replicas last
+// seen), says so in its status, and shares again once Redis is back.
+func TestSharedRedisDown(t *testing.T) {
+	r := testenv.StartRedis(t)
+	rule := Rule{Scope: ScopeKey, Match: "k", RequestsPerMinute: 20}
+	a, b := sharedLimiter(t, r, "a", rule), sharedLimiter(t, r, "b", rule)
+	q := Request{Key: "k"}
+	if got := burst([]*Limiter{a, b}, q, 10); got != 10 {
+		t.Fatalf("before the outage %d of 10 admitted", got)
+	}
+	r.Stop()
+	// Each replica alone, with Redis gone: 20 ÷ 2 replicas = 10 each.
+	start := time.Now()
+	gotA := burst([]*Limiter{a}, q, 30)
+	gotB := burst([]*Limiter{b}, q, 30)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("decisions took %v with Redis down", took)
+	}
+	if gotA < 10 || gotA > 11 || gotB < 10 || gotB > 11 {
+		t.Errorf("with Redis down, replicas admitted %d and %d of 30 each; want their share, 10", gotA, gotB)
+	}
+	st, _ := a.Shared()
+	if st.Up || st.Replicas != 2 || st.Fallbacks == 0 || st.Failures == 0 {
+		t.Errorf("status during the outage %+v", st)
+	}
+	r.Start()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sa, _ := a.Shared()
+		sb, _ := b.Shared()
+		if sa.Up && sb.Up {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not shared again 10 s after Redis returned: %+v %+v", sa, sb)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Redis came back empty: the full limit, shared, once more.
+	if got := burst([]*Limiter{a, b}, q, 60); got < 20 || got > 22 {
+		t.Errorf("after recovery %d of 60 admitted, want the shared limit 20", got)
+	}
+}
+
+// BenchmarkAdmitRedis is one request's admission against a local
+// redis-server with three limits far from reached, and its end: one
+// script run on the request's path, and one in the background after it.
+func BenchmarkAdmitRedis(b *testing.B) {
+	r := testenv.StartRedis(b)
+	l, err := NewShared([]Rule{
+		{Scope: ScopeKey, Match: "*", RequestsPerMinute: 1 << 30},
+		{Scope: ScopeGroup, Match: "team", TokensPerMinute: 1 << 30},
+		{Scope: ScopeModel, Match: "gpt-*", Concurrent: 1 << 20},
+	}, SharedOptions{URL: r.URL(), Replica: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	q := Request{Key: "alice", Group: "team", Model: "gpt-4o", Tokens: 500}
+	b.ReportAllocs()
+	for b.Loop() {
+		t, d := l.Admit(ctx, q)
+		if d != nil {
+			b.Fatal(d)
+		}
+		t.Done(700)
+	}
+	b.StopTimer()
+	if st, _ := l.Shared(); !st.Up || st.Fallbacks > 0 {
+		b.Fatalf("the benchmark fell back: %+v", st)
+	}
+}
+
+// countHook counts the commands a client sends.
+type countHook struct{ n atomic.Int64 }
+
+func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// TestSharedRoundTrips: an admission against several limits is one round
+// trip to Redis (one EVALSHA); its end is one more, after the response.
+func TestSharedRoundTrips(t *testing.T) {
+	r := testenv.StartRedis(t)
+	l := sharedLimiter(t, r, "a",
+		Rule{Scope: ScopeKey, Match: "*", RequestsPerMinute: 1000},
+		Rule{Scope: ScopeGroup, Match: "g", TokensPerMinute: 100000, Concurrent: 10})
+	h := &countHook{}
+	l.back.(*shared).rdb.AddHook(h)
+	q := Request{Key: "k", Group: "g", Tokens: 100}
+	tk, d := l.Admit(context.Background(), q) // loads the script (NOSCRIPT, then EVAL) once
+	if d != nil {
+		t.Fatal(d)
+	}
+	tk.Done(150)
+	l.back.(*shared).ends.Wait()
+	h.n.Store(0)
+	for range 10 {
+		tk, d := l.Admit(context.Background(), q)
+		if d != nil {
+			t.Fatal(d)
+		}
+		if n := h.n.Load(); n != 1 {
+			t.Fatalf("%d commands for one admission, want 1", n)
+		}
+		tk.Done(150)
+		l.back.(*shared).ends.Wait()
+		if n := h.n.Load(); n != 2 {
+			t.Fatalf("%d commands for an admission and its end, want 2", n)
+		}
+		h.n.Store(0)
+	}
+}
