@@ -331,6 +331,16 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		poll = DefaultKeyPoll
 	}
 	maintenance.Go(func() { s.pollKeys(rctx, ks, poll) })
+	if cs := s.channelStates(); cs != nil {
+		// The states operators set before this start (or on another
+		// replica) apply before the first request when the store answers.
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := s.applyChannelStates(sctx, cs); err != nil {
+			s.log.Warn("channel states: the store cannot be read yet; applying them from the first poll that reaches it", "err", err)
+		}
+		cancel()
+		maintenance.Go(func() { s.pollChannelStates(rctx, cs, poll) })
+	}
 	if s.cfgPath != "" && opts.WatchInterval >= 0 {
 		every := opts.WatchInterval
 		if every == 0 {
