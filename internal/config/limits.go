@@ -79,3 +79,23 @@ func (c *Config) validateLimits() []error {
 	}
 	return errs
 }
+
+// String shows the limits without their secrets (the configuration
+// reload names a changed value in its reply and log): the Redis URL's
+// password is hidden and the resolved password never shown.
+func (l Limits) String() string {
+	var b strings.Builder
+	b.WriteString("{shared: ")
+	if l.Shared == "" {
+		b.WriteString("none")
+	} else if u, err := url.Parse(l.Shared); err == nil {
+		b.WriteString(u.Redacted())
+	} else {
+		b.WriteString("(unparsable)")
+	}
+	if l.PasswordEnv != "" {
+		b.WriteString(", password_env: " + l.PasswordEnv)
+	}
+	fmt.Fprintf(&b, ", rules: %+v}", l.Rules)
+	return b.String()
+}

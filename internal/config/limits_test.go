@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -38,5 +39,15 @@ limits:
 		if _, err := Parse([]byte(bad.yaml), nil); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%q: %v, want an error with %q", bad.yaml, err, bad.want)
 		}
+	}
+}
+
+// TestLimitsStringHidesSecrets: the reload names changed limits in its
+// reply and log; no Redis password may show.
+func TestLimitsStringHidesSecrets(t *testing.T) {
+	l := Limits{Shared: "redis://u:hunter2@10.0.0.5:6379/0", PasswordEnv: "P", Password: "s3cret", Rules: []Limit{{Key: "a", Concurrent: 1}}}
+	got := fmt.Sprintf("%v", any(l))
+	if strings.Contains(got, "hunter2") || strings.Contains(got, "s3cret") || !strings.Contains(got, "10.0.0.5") || !strings.Contains(got, "Concurrent:1") {
+		t.Errorf("%s", got)
 	}
 }
