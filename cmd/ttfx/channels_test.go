@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -161,6 +162,26 @@ routes:
 	}
 	if rec := readRecord(t, p.url, admin, id); rec.Channel != "b" || slices.ContainsFunc(rec.Attempts, func(a record.Attempt) bool { return a.Channel == "a" }) {
 		t.Fatalf("a request after the drain went to %s (%+v)", rec.Channel, rec.Attempts)
+	}
+	// The dashboard's Channels view shows the state and, to an admin, the
+	// actions.
+	view := func(key string) string {
+		req, _ := http.NewRequest("GET", p.url+"/ui/view/channels?since=1h", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if body := view(admin); !strings.Contains(body, `<td data-state="drained">drained</td><td data-operator>drained by ops at `) ||
+		!strings.Contains(body, `data-channel-action="enable" data-name="a"`) || !strings.Contains(body, `data-channel-action="uneject" data-name="bad"`) {
+		t.Errorf("the dashboard's channels view after the drain:\n%s", grepLines(body, "data-channel="))
+	}
+	if body := view("viewer-secret-1"); strings.Contains(body, "data-channel-action") || !strings.Contains(body, `data-state="drained"`) {
+		t.Errorf("a viewer's channels view offers actions or lacks the state")
 	}
 	// A reload keeps the operator's drain.
 	os.WriteFile(cfg, []byte(conf("90s")), 0o644)

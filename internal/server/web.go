@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ttfx/ttfx/internal/api"
+	"github.com/ttfx/ttfx/internal/route"
 	"github.com/ttfx/ttfx/internal/web"
 )
 
@@ -34,9 +35,32 @@ func (s *Server) setupWeb(mux *http.ServeMux) error {
 		Resolve: api.KeyringResolver(s.keys),
 		Channels: func() []web.Channel {
 			var out []web.Channel
-			for _, c := range s.router.Channels() {
-				out = append(out, web.Channel{Name: c.Name, Protocol: c.Protocol, Region: c.Region, Provider: c.Provider,
-					Groups: c.Groups, Inflight: c.Inflight()})
+			live := s.router.Live()
+			for i, c := range s.router.Channels() {
+				ch := web.Channel{Name: c.Name, Protocol: c.Protocol, Region: c.Region, Provider: c.Provider,
+					Groups: c.Groups, Inflight: c.Inflight(), State: "serving"}
+				l := live[i]
+				var ej []string
+				for _, m := range l.Models {
+					if m.State == "healthy" {
+						continue
+					}
+					e := m.Model + " " + m.State
+					if m.EjectedUntil != nil {
+						e += " until " + m.EjectedUntil.Format("15:04:05 UTC")
+					}
+					ej = append(ej, e+": "+m.Reason)
+				}
+				if len(ej) > 0 {
+					ch.State, ch.Ejection = "ejected", strings.Join(ej, "; ")
+				}
+				if op := l.Op; op.By != "" {
+					ch.Operator = op.State.String() + " by " + op.By + " at " + op.At.UTC().Format("15:04:05 UTC")
+					if op.State != route.OpServing {
+						ch.State = op.State.String()
+					}
+				}
+				out = append(out, ch)
 			}
 			return out
 		},

@@ -25,6 +25,7 @@ import (
 var templateFS embed.FS
 
 var templates = template.Must(template.New("").Funcs(template.FuncMap{
+	"actions": func() []string { return []string{"drain", "disable", "enable", "uneject"} },
 	"ms":      ms,
 	"msPtr":   msPtr,
 	"num":     num,
@@ -461,6 +462,7 @@ type channelsData struct {
 	Defs     []ttftDef
 	Rows     []channelRow
 	Channels []Channel
+	Admin    bool // the operator's actions are offered
 	Method   string
 	Stream   string // which requests the table is of
 	AsOf     string // when the view was made (the live badge)
@@ -487,7 +489,7 @@ func (h *Handler) channels(r *http.Request, p auth.Principal, q viewQuery) ([]by
 	for _, c := range chans {
 		inflight[c.Name] = c.Inflight
 	}
-	d := channelsData{Filters: h.filters("channels", p, q, nil), Window: q.windowText(), Defs: ttftDefs, Channels: chans,
+	d := channelsData{Filters: h.filters("channels", p, q, nil), Window: q.windowText(), Defs: ttftDefs, Channels: chans, Admin: p.Role == auth.RoleAdmin,
 		Method: st.PercentileMethod, Stream: q.streamText(), AsOf: q.asOf()}
 	d.Health, d.Routes = h.routing(p, chans)
 	worst := make([]float64, len(ttftDefs))

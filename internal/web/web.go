@@ -63,6 +63,10 @@ type Channel struct {
 	Provider string
 	Groups   []string // client groups allowed; empty allows all
 	Inflight int64    // requests on the channel now
+	// State is serving, ejected, drained or disabled (GET /api/channels);
+	// Operator says who set an operator's state ("drained by ops"), and
+	// Ejection the models it is ejected for, until when and why.
+	State, Operator, Ejection string
 }
 
 // Options configure a Handler.

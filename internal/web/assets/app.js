@@ -254,6 +254,26 @@
     if (el.matches && el.matches('form.filters select')) el.form.requestSubmit();
   });
 
+  // The Channels view's operator actions (an admin key): POST
+  // /api/channels/{name}/{action}, then the view again.
+  document.addEventListener('click', async (ev) => {
+    const b = ev.target.closest && ev.target.closest('button[data-channel-action]');
+    if (!b) return;
+    b.disabled = true;
+    try {
+      const res = await fetch('/api/channels/' + encodeURIComponent(b.dataset.name) + '/' + b.dataset.channelAction,
+        { method: 'POST', headers: { Authorization: 'Bearer ' + getKey() }, cache: 'no-store' });
+      if (!res.ok) {
+        let msg = res.status + ' ' + res.statusText;
+        try { msg = (await res.json()).error.message || msg; } catch (_) { /* not JSON */ }
+        alert(msg);
+      }
+    } finally {
+      b.disabled = false;
+      show();
+    }
+  });
+
   $('#logout').addEventListener('click', () => {
     sessionStorage.removeItem(KEY);
     history.replaceState(null, '', '#/overview');
