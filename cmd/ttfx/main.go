@@ -14,6 +14,9 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	_ "github.com/ttfx/ttfx/internal/store/chstore"  // registers ClickHouse
+	_ "github.com/ttfx/ttfx/internal/store/sqlstore" // registers SQLite and PostgreSQL
 )
 
 // command is one subcommand of ttfx.

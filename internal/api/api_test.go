@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/ttfx/ttfx/internal/store/chstore"  // registers ClickHouse
+	_ "github.com/ttfx/ttfx/internal/store/sqlstore" // registers SQLite and PostgreSQL
+
 	"github.com/ttfx/ttfx/internal/auth"
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/sketch"

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/ttfx/ttfx/internal/store/chstore"  // registers ClickHouse
+	_ "github.com/ttfx/ttfx/internal/store/sqlstore" // registers SQLite and PostgreSQL
+
 	"github.com/ttfx/ttfx/internal/config"
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/store"

@@ -1,10 +1,13 @@
-package store
+package store_test
 
 import (
 	"context"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/ttfx/ttfx/internal/store"
+	"github.com/ttfx/ttfx/internal/store/storetest"
 
 	"github.com/ttfx/ttfx/internal/record"
 )
@@ -13,18 +16,18 @@ import (
 // Writer: each iteration offers 5000 full records (2 attempts and 2 labels
 // each, so 25000 rows) and waits for the drain.
 func BenchmarkWriter(b *testing.B) {
-	for _, e := range engines() {
-		b.Run(e.name, func(b *testing.B) {
-			s, _ := e.open(b)
+	for _, e := range storetest.Engines() {
+		b.Run(e.Name, func(b *testing.B) {
+			s, _ := e.Open(b)
 			const perOp = 5000
-			tmpl := fullRecord("", testBase)
+			tmpl := storetest.FullRecord("", storetest.Base)
 			n := 0
 			for b.Loop() {
-				w := NewWriter(s, WriterOptions{QueueSize: perOp})
+				w := store.NewWriter(s, store.WriterOptions{QueueSize: perOp})
 				for range perOp {
 					r := tmpl
 					r.RequestID = fmt.Sprintf("req-%09d", n)
-					r.Timestamp = testBase.Add(time.Duration(n) * time.Millisecond)
+					r.Timestamp = storetest.Base.Add(time.Duration(n) * time.Millisecond)
 					w.Record(&r)
 					n++
 				}
@@ -44,15 +47,15 @@ func BenchmarkWriter(b *testing.B) {
 // BenchmarkInsert measures one Insert of 500 records (the writer's batch
 // size) without the queue.
 func BenchmarkInsert(b *testing.B) {
-	for _, e := range engines() {
-		b.Run(e.name, func(b *testing.B) {
-			s, _ := e.open(b)
+	for _, e := range storetest.Engines() {
+		b.Run(e.Name, func(b *testing.B) {
+			s, _ := e.Open(b)
 			batch := make([]record.Record, 500)
 			n := 0
 			b.ReportAllocs()
 			for b.Loop() {
 				for i := range batch {
-					batch[i] = fullRecord(fmt.Sprintf("req-%09d", n), testBase.Add(time.Duration(n)*time.Millisecond))
+					batch[i] = storetest.FullRecord(fmt.Sprintf("req-%09d", n), storetest.Base.Add(time.Duration(n)*time.Millisecond))
 					n++
 				}
 				if err := s.Insert(context.Background(), batch); err != nil {
@@ -69,9 +72,9 @@ func BenchmarkInsert(b *testing.B) {
 // store behind it discards batches, so the queue stays short and only the
 // enqueue and the writer's competing take are timed.
 func BenchmarkRecord(b *testing.B) {
-	w := NewWriter(discardStore{}, WriterOptions{})
+	w := store.NewWriter(discardStore{}, store.WriterOptions{})
 	defer w.Close(context.Background())
-	r := fullRecord("req-bench", testBase)
+	r := storetest.FullRecord("req-bench", storetest.Base)
 	b.ReportAllocs()
 	for b.Loop() {
 		w.Record(&r)
@@ -83,7 +86,7 @@ func BenchmarkRecord(b *testing.B) {
 }
 
 // discardStore accepts every batch and keeps nothing.
-type discardStore struct{ Store }
+type discardStore struct{ store.Store }
 
 func (discardStore) Insert(context.Context, []record.Record) error { return nil }
 func (discardStore) Ping(context.Context) error                    { return nil }

@@ -1,11 +1,9 @@
 package store
 
 import (
-	"fmt"
 	"math"
 	"math/bits"
 	"slices"
-	"strconv"
 )
 
 // ExactPercentileMethod names the exact percentile method of Percentile
@@ -123,70 +121,4 @@ func selectKth(a []float64, k int) {
 			lo = j + 1
 		}
 	}
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if (a%b != 0) && ((a < 0) != (b < 0)) {
-		q--
-	}
-	return q
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func asString(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case []byte:
-		return string(x)
-	case nil:
-		return ""
-	}
-	return fmt.Sprint(v)
-}
-
-func asFloat(v any) (float64, bool) {
-	switch x := v.(type) {
-	case float64:
-		return x, true
-	case int64:
-		return float64(x), true
-	case float32:
-		return float64(x), true
-	case []byte:
-		f, err := strconv.ParseFloat(string(x), 64)
-		return f, err == nil
-	case string:
-		f, err := strconv.ParseFloat(x, 64)
-		return f, err == nil
-	}
-	return 0, false
-}
-
-func asInt(v any) (int64, bool) {
-	switch x := v.(type) {
-	case int64:
-		return x, true
-	case float64:
-		return int64(x), true
-	case int32:
-		return int64(x), true
-	case []byte:
-		n, err := strconv.ParseInt(string(x), 10, 64)
-		return n, err == nil
-	case string:
-		n, err := strconv.ParseInt(x, 10, 64)
-		return n, err == nil
-	}
-	return 0, false
 }

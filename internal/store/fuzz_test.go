@@ -1,10 +1,12 @@
-package store
+package store_test
 
 import (
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ttfx/ttfx/internal/store"
 
 	"github.com/ttfx/ttfx/internal/record"
 )
@@ -13,18 +15,18 @@ import (
 // whatever decodes re-encodes to a cursor that decodes the same.
 func FuzzCursor(f *testing.F) {
 	r := record.Record{RequestID: "req-1", Timestamp: time.Unix(0, 1741944400000000000)}
-	f.Add(encodeCursor(&r))
+	f.Add(store.EncodeCursor(&r))
 	f.Add("")
 	f.Add("MTIzLg")
 	f.Add("LTEuYQ")
 	f.Add("!!!")
 	f.Fuzz(func(t *testing.T, c string) {
-		ts, id, err := decodeCursor(c)
+		ts, id, err := store.DecodeCursor(c)
 		if err != nil {
 			return
 		}
-		again := encodeCursor(&record.Record{RequestID: id, Timestamp: time.Unix(0, ts)})
-		ts2, id2, err := decodeCursor(again)
+		again := store.EncodeCursor(&record.Record{RequestID: id, Timestamp: time.Unix(0, ts)})
+		ts2, id2, err := store.DecodeCursor(again)
 		if err != nil || ts2 != ts || id2 != id {
 			t.Fatalf("%q -> (%d, %q) -> %q -> (%d, %q, %v)", c, ts, id, again, ts2, id2, err)
 		}
@@ -40,11 +42,11 @@ func FuzzClean(f *testing.F) {
 		if max < 0 || max > 1024 {
 			return
 		}
-		c := clean(s, max)
+		c := store.Clean(s, max)
 		if len(c) > max || !utf8Valid(c) || containsNUL(c) {
 			t.Fatalf("clean(%q, %d) = %q", s, max, c)
 		}
-		if clean(c, max) != c {
+		if store.Clean(c, max) != c {
 			t.Fatalf("clean is not idempotent on %q", s)
 		}
 	})

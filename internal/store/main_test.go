@@ -1,8 +1,10 @@
-package store
+package store_test
 
 import (
 	"testing"
 
+	_ "github.com/ttfx/ttfx/internal/store/chstore"  // registers ClickHouse
+	_ "github.com/ttfx/ttfx/internal/store/sqlstore" // registers SQLite and PostgreSQL
 	"github.com/ttfx/ttfx/internal/testenv"
 )
 

@@ -1,4 +1,4 @@
-package store
+package store_test
 
 import (
 	"bytes"
@@ -14,6 +14,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ttfx/ttfx/internal/store"
+	"github.com/ttfx/ttfx/internal/store/storetest"
 
 	"github.com/ttfx/ttfx/internal/testenv"
 )
@@ -118,28 +121,28 @@ func TestPostgresOutage(t *testing.T) {
 	q.Set("connect_timeout", "2")
 	u.RawQuery = q.Encode()
 
-	s, err := Open(ctxT(t), u.String())
+	s, err := store.Open(storetest.Ctx(t), u.String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	direct, err := Open(ctxT(t), dsn) // the test's own view, around the proxy
+	direct, err := store.Open(storetest.Ctx(t), dsn) // the test's own view, around the proxy
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer direct.Close()
 
-	opts := fastRetry
+	opts := storetest.FastRetry
 	opts.QueueSize = 200
 	opts.WriteTimeout = 2 * time.Second
-	w := NewWriter(s, opts)
+	w := store.NewWriter(s, opts)
 	defer w.Close(context.Background())
 
 	offered := 0
 	var slowest time.Duration
 	offer := func(n int) {
 		for range n {
-			r := fullRecord(idN(offered), testBase.Add(time.Duration(offered)*time.Millisecond))
+			r := storetest.FullRecord(storetest.IDN(offered), storetest.Base.Add(time.Duration(offered)*time.Millisecond))
 			start := time.Now()
 			w.Record(&r)
 			slowest = max(slowest, time.Since(start))
@@ -149,11 +152,11 @@ func TestPostgresOutage(t *testing.T) {
 	}
 
 	offer(20)
-	waitFor(t, "the first records to be written", func() bool { return w.Stats().Written == 20 })
+	storetest.WaitFor(t, "the first records to be written", func() bool { return w.Stats().Written == 20 })
 
 	proxy.cut()
 	offer(150)
-	waitFor(t, "the writer to notice the outage", func() bool { st := w.Stats(); return st.Retrying && st.FailedBatches > 0 })
+	storetest.WaitFor(t, "the writer to notice the outage", func() bool { st := w.Stats(); return st.Retrying && st.FailedBatches > 0 })
 	st := w.Stats()
 	if st.Written != 20 || st.Queued != 150 || st.Dropped != 0 || st.LastError == "" {
 		t.Errorf("during the outage: %+v", st)
@@ -167,18 +170,18 @@ func TestPostgresOutage(t *testing.T) {
 		t.Errorf("past the bound: %+v", st)
 	}
 	accounted(t, st, offered)
-	if n := countAll(t, direct); n != 20 {
+	if n := storetest.CountAll(t, direct); n != 20 {
 		t.Errorf("%d records reached the database during the outage, want 20", n)
 	}
 
 	proxy.restore()
-	waitFor(t, "the queue to drain after the outage", func() bool { return w.Stats().Queued == 0 })
+	storetest.WaitFor(t, "the queue to drain after the outage", func() bool { return w.Stats().Queued == 0 })
 	st = w.Stats()
 	if st.Written != 220 || st.Dropped != 50 || st.Retrying {
 		t.Errorf("after the outage: %+v", st)
 	}
 	accounted(t, st, offered)
-	if n := countAll(t, direct); n != 220 {
+	if n := storetest.CountAll(t, direct); n != 220 {
 		t.Errorf("%d records in the database after the outage, want 220", n)
 	}
 	// Record never waits on the database; a generous bound for a mutex
@@ -227,12 +230,12 @@ func TestErrorMessageHidesTheDatabase(t *testing.T) {
 	q := via.Query()
 	q.Set("connect_timeout", "2")
 	via.RawQuery = q.Encode()
-	s, err := Open(ctxT(t), via.String())
+	s, err := store.Open(storetest.Ctx(t), via.String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	w := NewWriter(s, fastRetry)
+	w := store.NewWriter(s, storetest.FastRetry)
 	defer func() {
 		// The database stays away: give up on the queued record.
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -240,14 +243,14 @@ func TestErrorMessageHidesTheDatabase(t *testing.T) {
 		w.Close(ctx)
 	}()
 	proxy.cut()
-	w.Record(new(fullRecord("req-1", testBase)))
-	waitFor(t, "a failed connection", func() bool { return strings.Contains(w.Stats().LastError, "failed to connect") })
-	raw := s.Ping(ctxT(t))
+	w.Record(new(storetest.FullRecord("req-1", storetest.Base)))
+	storetest.WaitFor(t, "a failed connection", func() bool { return strings.Contains(w.Stats().LastError, "failed to connect") })
+	raw := s.Ping(storetest.Ctx(t))
 	if raw == nil || !strings.Contains(raw.Error(), proxyPort) {
 		t.Fatalf("the raw ping error should name the address (else this test shows nothing): %v", raw)
 	}
 	check("last_error", w.Stats().LastError)
-	check("ping", ErrorMessage(raw))
+	check("ping", store.ErrorMessage(raw))
 
 	// What the writer and a ping meet when a connection cannot be made.
 	connectErr := func(dsn string) error {
@@ -256,11 +259,11 @@ func TestErrorMessageHidesTheDatabase(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer db.Close()
-		ctx, cancel := context.WithTimeout(ctxT(t), 10*time.Second)
+		ctx, cancel := context.WithTimeout(storetest.Ctx(t), 10*time.Second)
 		defer cancel()
 		err = db.PingContext(ctx)
 		if err == nil {
-			t.Fatalf("%s: connected", redactDSN(dsn))
+			t.Fatalf("%s: connected", store.RedactDSN(dsn))
 		}
 		return err
 	}
@@ -272,10 +275,10 @@ func TestErrorMessageHidesTheDatabase(t *testing.T) {
 	if password != user && len(password) >= 4 {
 		secrets = append(secrets, password)
 	}
-	check("wrong password", ErrorMessage(connectErr(bad.String())), "wrong-password-123")
+	check("wrong password", store.ErrorMessage(connectErr(bad.String())), "wrong-password-123")
 
 	// A host that does not resolve.
-	check("unresolvable host", ErrorMessage(connectErr("postgres://someone:secret-pw@no-such-host.invalid:5432/somedb?sslmode=disable&connect_timeout=2")),
+	check("unresolvable host", store.ErrorMessage(connectErr("postgres://someone:secret-pw@no-such-host.invalid:5432/somedb?sslmode=disable&connect_timeout=2")),
 		"no-such-host", "someone", "secret-pw", "somedb")
 }
 
@@ -289,12 +292,12 @@ func TestErrorMessageAddresses(t *testing.T) {
 			"store: invalid record: request req-1 has timestamp 1969-01-01 09:26:53 +0000 UTC outside 1970..2261"},
 		{"insert requests: database or disk is full (13)", "insert requests: database or disk is full (13)"},
 	} {
-		if got := ErrorMessage(errors.New(c.in)); got != c.want {
-			t.Errorf("ErrorMessage(%q)\n got %q\nwant %q", c.in, got, c.want)
+		if got := store.ErrorMessage(errors.New(c.in)); got != c.want {
+			t.Errorf("store.ErrorMessage(%q)\n got %q\nwant %q", c.in, got, c.want)
 		}
 	}
-	if ErrorMessage(nil) != "" {
-		t.Error("ErrorMessage(nil) is not empty")
+	if store.ErrorMessage(nil) != "" {
+		t.Error("store.ErrorMessage(nil) is not empty")
 	}
 }
 
@@ -312,13 +315,13 @@ func TestRedactDSN(t *testing.T) {
 		{"postgres://u:p w@h/db", "postgres://u:xxxxx@h/db"},
 		{"sqlite:ttfx.db", "sqlite:ttfx.db"},
 	} {
-		if got := redactDSN(c.in); got != c.want {
-			t.Errorf("redactDSN(%q) = %q, want %q", c.in, got, c.want)
+		if got := store.RedactDSN(c.in); got != c.want {
+			t.Errorf("store.RedactDSN(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
 	// What an API reader sees of the same error names none of it.
-	err := fmt.Errorf("open store %s: dial error", redactDSN("postgres://root:bars@127.0.0.1:5439/ttfx_bars"))
-	if got := ErrorMessage(err); got != "open store [store]: dial error" {
+	err := fmt.Errorf("open store %s: dial error", store.RedactDSN("postgres://root:bars@127.0.0.1:5439/ttfx_bars"))
+	if got := store.ErrorMessage(err); got != "open store [store]: dial error" {
 		t.Errorf("ErrorMessage = %q", got)
 	}
 }
@@ -336,7 +339,7 @@ func TestOpenMessages(t *testing.T) {
 	ln.Close()
 	var logged bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logged, nil))
-	s, err := OpenOrRetry(ctxT(t), "postgres://root:pw4321@"+addr+"/ttfx_pw4321?sslmode=disable&connect_timeout=2", log)
+	s, err := store.OpenOrRetry(storetest.Ctx(t), "postgres://root:pw4321@"+addr+"/ttfx_pw4321?sslmode=disable&connect_timeout=2", log)
 	if err != nil {
 		t.Fatalf("unreachable: %v, want a store that retries", err)
 	}
@@ -356,7 +359,7 @@ func TestOpenMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.User = url.UserPassword(u.User.Username(), "wrong-pw-98765")
-	_, err = OpenOrRetry(ctxT(t), u.String(), log)
+	_, err = store.OpenOrRetry(storetest.Ctx(t), u.String(), log)
 	if err == nil {
 		t.Fatal("a wrong password opened the store")
 	}

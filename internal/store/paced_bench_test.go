@@ -1,6 +1,6 @@
 //go:build unix
 
-package store
+package store_test
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ttfx/ttfx/internal/store"
+	"github.com/ttfx/ttfx/internal/store/storetest"
 
 	"github.com/ttfx/ttfx/internal/record"
 )
@@ -21,9 +24,9 @@ import (
 // the benchmark's own sleeps, the same with and without the wakes. An op
 // is one record.
 func BenchmarkRecordPaced(b *testing.B) {
-	w := NewWriter(discardStore{}, WriterOptions{})
+	w := store.NewWriter(discardStore{}, store.WriterOptions{})
 	defer w.Close(context.Background())
-	r := fullRecord("req-bench", testBase)
+	r := storetest.FullRecord("req-bench", storetest.Base)
 	before := processCPU(b)
 	for b.Loop() {
 		w.Record(&r)
@@ -47,17 +50,17 @@ func processCPU(b *testing.B) time.Duration {
 // record. An op is one record; cpu_ns/record is the process's CPU (the
 // writes are half system time, which ns/op on a busy machine blurs).
 func BenchmarkInsertBatch(b *testing.B) {
-	for _, e := range engines() {
+	for _, e := range storetest.Engines() {
 		for _, size := range []int{1, 25, 200} {
-			b.Run(fmt.Sprintf("%s/%d", e.name, size), func(b *testing.B) {
-				s, _ := e.open(b)
+			b.Run(fmt.Sprintf("%s/%d", e.Name, size), func(b *testing.B) {
+				s, _ := e.Open(b)
 				batch := make([]record.Record, size)
 				n := 0
 				b.ReportAllocs()
 				before := processCPU(b)
 				for b.Loop() {
 					i := n % size
-					batch[i] = fullRecord(fmt.Sprintf("req-%09d", n), testBase.Add(time.Duration(n)*time.Millisecond))
+					batch[i] = storetest.FullRecord(fmt.Sprintf("req-%09d", n), storetest.Base.Add(time.Duration(n)*time.Millisecond))
 					n++
 					if i == size-1 {
 						if err := s.Insert(context.Background(), batch); err != nil {

@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ttfx/ttfx/internal/record"
 )
@@ -42,7 +39,7 @@ func OpenOrRetry(ctx context.Context, dsn string, log *slog.Logger) (Store, erro
 	if err == nil || !isServerDSN(dsn) {
 		return s, err
 	}
-	if !transientOpenError(err) {
+	if !transientOpenError(dsn, err) {
 		// Said the same way as the retrying case below: what is wrong,
 		// then what happens next.
 		return nil, fmt.Errorf("%w\nthe database at %s answered but refused the user, password or database name; "+
@@ -59,20 +56,15 @@ func OpenOrRetry(ctx context.Context, dsn string, log *slog.Logger) (Store, erro
 }
 
 func isServerDSN(dsn string) bool {
-	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") || strings.HasPrefix(dsn, "clickhouse://")
+	e, err := engineFor(dsn)
+	return err == nil && e.Server
 }
 
-// transientOpenError reports whether a failed Open may succeed later:
-// anything but the server's refusal of who we are or what we asked for
-// (SQLSTATE class 28, invalid authorization; 3D, invalid catalog name) and
-// a DSN that does not parse.
-func transientOpenError(err error) bool {
-	var pg *pgconn.PgError
-	if errors.As(err, &pg) {
-		return !strings.HasPrefix(pg.Code, "28") && !strings.HasPrefix(pg.Code, "3D")
-	}
-	var pe *pgconn.ParseConfigError
-	return !errors.As(err, &pe)
+// transientOpenError reports whether a failed Open may succeed later: any
+// failure but those its engine calls permanent.
+func transientOpenError(dsn string, err error) bool {
+	e, eerr := engineFor(dsn)
+	return eerr == nil && (e.Permanent == nil || !e.Permanent(err))
 }
 
 // pendingStore is the Store of OpenOrRetry until the database is reached.
@@ -242,8 +234,8 @@ func (p *pendingStore) ChangeKeys(ctx context.Context, c KeyChange) (KeyResult, 
 
 // WriterLanes implements Laner as the store the DSN names will.
 func (p *pendingStore) WriterLanes() int {
-	if strings.HasPrefix(p.dsn, "postgres://") || strings.HasPrefix(p.dsn, "postgresql://") {
-		return insertLanes
+	if e, err := engineFor(p.dsn); err == nil && e.Lanes > 0 {
+		return e.Lanes
 	}
 	return 1
 }
@@ -252,8 +244,8 @@ func (p *pendingStore) WriterLanes() int {
 // reached gets the batching its engine wants (ClickHouse's large batches),
 // known from the DSN.
 func (p *pendingStore) WriterBatching() (int, time.Duration) {
-	if strings.HasPrefix(p.dsn, "clickhouse://") {
-		return clickhouseBatchSize, clickhouseFlushInterval
+	if e, err := engineFor(p.dsn); err == nil {
+		return e.BatchSize, e.FlushInterval
 	}
 	return 0, 0
 }

@@ -1,4 +1,4 @@
-package store
+package store_test
 
 import (
 	"math/rand/v2"
@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/ttfx/ttfx/internal/store"
+	"github.com/ttfx/ttfx/internal/store/storetest"
 )
 
 // BenchmarkStatsAtScale times /api/stats' store call over a week of
@@ -20,14 +23,14 @@ func BenchmarkStatsAtScale(b *testing.B) {
 	}
 	const days = 7
 	week := time.Duration(days) * 24 * time.Hour
-	for _, e := range engines() {
-		b.Run(e.name, func(b *testing.B) {
-			s, _ := e.open(b)
-			if dsn := os.Getenv("TTFX_BENCH_CLICKHOUSE_DSN"); dsn != "" && e.name == "clickhouse" {
+	for _, e := range storetest.Engines() {
+		b.Run(e.Name, func(b *testing.B) {
+			s, _ := e.Open(b)
+			if dsn := os.Getenv("TTFX_BENCH_CLICKHOUSE_DSN"); dsn != "" && e.Name == "clickhouse" {
 				// A database that outlives the run, seeded once, for
 				// looking at the queries from clickhouse-client.
 				var err error
-				if s, err = Open(ctxT(b), dsn); err != nil {
+				if s, err = store.Open(storetest.Ctx(b), dsn); err != nil {
 					b.Fatal(err)
 				}
 				defer s.Close()
@@ -35,32 +38,32 @@ func BenchmarkStatsAtScale(b *testing.B) {
 			start := time.Now()
 			rng := rand.New(rand.NewPCG(1, 2))
 			const chunk = 20000
-			stored, err := s.List(ctxT(b), Filter{Limit: 1})
+			stored, err := s.List(storetest.Ctx(b), store.Filter{Limit: 1})
 			if err != nil {
 				b.Fatal(err)
 			}
 			for i := 0; i < n && len(stored.Records) == 0; i += chunk {
-				recs := randomRecords(rng, min(chunk, n-i), 1, distributions[1])
+				recs := storetest.RandomRecords(rng, min(chunk, n-i), 1, storetest.Distributions[1])
 				for j := range recs {
 					recs[j].RequestID = "s" + strconv.Itoa(i+j)
-					recs[j].Timestamp = rollupBase.Add(time.Duration(float64(i+j) / float64(n) * float64(week)))
+					recs[j].Timestamp = storetest.RollupBase.Add(time.Duration(float64(i+j) / float64(n) * float64(week)))
 				}
-				insert(b, s, recs...)
+				storetest.Insert(b, s, recs...)
 			}
 			seeded := time.Since(start)
-			compactAll(b, s, rollupBase.Add(week+time.Hour))
-			b.Logf("%s: seeded %d records in %v (%.0f records/s), compacted in %v", e.name, n, seeded.Round(time.Millisecond),
+			storetest.CompactAll(b, s, storetest.RollupBase.Add(week+time.Hour))
+			b.Logf("%s: seeded %d records in %v (%.0f records/s), compacted in %v", e.Name, n, seeded.Round(time.Millisecond),
 				float64(n)/seeded.Seconds(), (time.Since(start) - seeded).Round(time.Millisecond))
-			end := rollupBase.Add(week)
+			end := storetest.RollupBase.Add(week)
 			for _, w := range []struct {
 				name string
 				from time.Time
-			}{{"24h", end.Add(-24 * time.Hour)}, {"7d", rollupBase}} {
+			}{{"24h", end.Add(-24 * time.Hour)}, {"7d", storetest.RollupBase}} {
 				b.Run(w.name, func(b *testing.B) {
-					q := StatsQuery{Filter: Filter{From: w.from, To: end}, GroupBy: []string{"model"}}
+					q := store.StatsQuery{Filter: store.Filter{From: w.from, To: end}, GroupBy: []string{"model"}}
 					total := 0
 					for b.Loop() {
-						st, err := s.Stats(ctxT(b), q)
+						st, err := s.Stats(storetest.Ctx(b), q)
 						if err != nil {
 							b.Fatal(err)
 						}

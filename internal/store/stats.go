@@ -1,12 +1,9 @@
 package store
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/ttfx/ttfx/internal/record"
@@ -47,17 +44,17 @@ const MethodDefinition = "Where the answer was read from: \"rollups\" — the pe
 type StatField struct {
 	Name       string // the contract name (SPEC.md §1)
 	Definition string // one sentence: what it measures, from which origin
-	cols       []string
+	Columns    []string
 	// derive computes the value from cols' values, each valid; nil means
 	// the value is cols[0] itself.
-	derive func(v []float64) float64
+	Derive func(v []float64) float64
 	// of is the field of a record, as its columns store it: absent where
 	// the column would be NULL.
-	of func(r *record.Record) (float64, bool)
+	Of func(r *record.Record) (float64, bool)
 }
 
-// rollupCol is the field's sketch column in the rollups table.
-func (f *StatField) rollupCol() string { return "s_" + f.Name }
+// RollupColumn is the field's sketch column in the rollups table.
+func (f *StatField) RollupColumn() string { return "s_" + f.Name }
 
 func span(get func(*timeline.Fields) timeline.Span) func(*record.Record) (float64, bool) {
 	return func(r *record.Record) (float64, bool) { return get(&r.Fields).Ms() }
@@ -70,47 +67,47 @@ func offset(get func(*timeline.Fields) timeline.Offset) func(*record.Record) (fl
 // StatFields lists the fields Stats summarises, in the order of the
 // request timeline.
 var StatFields = []StatField{
-	{Name: "auth_ms", cols: []string{"auth_ms"}, of: span(func(f *timeline.Fields) timeline.Span { return f.AuthMs }),
+	{Name: "auth_ms", Columns: []string{"auth_ms"}, Of: span(func(f *timeline.Fields) timeline.Span { return f.AuthMs }),
 		Definition: "Duration of authenticating the client key (local phase, its own origin)."},
-	{Name: "distribution_ms", cols: []string{"distribution_ms"}, of: span(func(f *timeline.Fields) timeline.Span { return f.DistributionMs }),
+	{Name: "distribution_ms", Columns: []string{"distribution_ms"}, Of: span(func(f *timeline.Fields) timeline.Span { return f.DistributionMs }),
 		Definition: "Duration of channel selection and routing (local phase, its own origin)."},
-	{Name: "body_read_ms", cols: []string{"body_read_ms"}, of: span(func(f *timeline.Fields) timeline.Span { return f.BodyReadMs }),
+	{Name: "body_read_ms", Columns: []string{"body_read_ms"}, Of: span(func(f *timeline.Fields) timeline.Span { return f.BodyReadMs }),
 		Definition: "Duration of reading the client's request body (local phase, its own origin; finds slow uploads)."},
-	{Name: "request_wait_ms", cols: []string{"request_wait_ms"}, of: span(func(f *timeline.Fields) timeline.Span { return f.RequestWaitMs }),
+	{Name: "request_wait_ms", Columns: []string{"request_wait_ms"}, Of: span(func(f *timeline.Fields) timeline.Span { return f.RequestWaitMs }),
 		Definition: "How long the request waited in the gateway before t0: from its first byte read on the connection to the handler starting (local phase, its own origin)."},
-	{Name: "upstream_headers_ms", cols: []string{"upstream_headers_ms"}, of: span(func(f *timeline.Fields) timeline.Span { return f.UpstreamHeadersMs }),
+	{Name: "upstream_headers_ms", Columns: []string{"upstream_headers_ms"}, Of: span(func(f *timeline.Fields) timeline.Span { return f.UpstreamHeadersMs }),
 		Definition: "t2 − t1 of the relayed attempt: upstream request start to upstream response headers (origin t1, not t0; network, admission, queue)."},
-	{Name: "first_sse_event_ms", cols: []string{"first_sse_event_ms"}, of: offset(func(f *timeline.Fields) timeline.Offset { return f.FirstSSEEventMs }),
+	{Name: "first_sse_event_ms", Columns: []string{"first_sse_event_ms"}, Of: offset(func(f *timeline.Fields) timeline.Offset { return f.FirstSSEEventMs }),
 		Definition: "t3 − t0: gateway receipt to the first SSE event carrying data (comments never count; it may be metadata only)."},
-	{Name: "first_response_ms", cols: []string{"first_response_ms"}, of: offset(func(f *timeline.Fields) timeline.Offset { return f.FirstResponseMs }),
+	{Name: "first_response_ms", Columns: []string{"first_response_ms"}, Of: offset(func(f *timeline.Fields) timeline.Offset { return f.FirstResponseMs }),
 		Definition: "t4 − t0: gateway receipt to the first effective content or action — text, reasoning or tool-call arguments with a non-whitespace character."},
-	{Name: "first_text_delta_ms", cols: []string{"first_text_delta_ms"}, of: offset(func(f *timeline.Fields) timeline.Offset { return f.FirstTextDeltaMs }),
+	{Name: "first_text_delta_ms", Columns: []string{"first_text_delta_ms"}, Of: offset(func(f *timeline.Fields) timeline.Offset { return f.FirstTextDeltaMs }),
 		Definition: "t5 − t0: gateway receipt to the first visible text delta from upstream (time to first visible text)."},
-	{Name: "first_text_sent_ms", cols: []string{"first_text_sent_ms"}, of: offset(func(f *timeline.Fields) timeline.Offset { return f.FirstTextSentMs }),
+	{Name: "first_text_sent_ms", Columns: []string{"first_text_sent_ms"}, Of: offset(func(f *timeline.Fields) timeline.Offset { return f.FirstTextSentMs }),
 		Definition: "Gateway receipt to the first visible text flushed to the client."},
-	{Name: "relay_lag_ms", cols: []string{"first_text_sent_ms", "first_text_delta_ms"},
-		derive: func(v []float64) float64 { return v[0] - v[1] },
-		of: func(r *record.Record) (float64, bool) {
+	{Name: "relay_lag_ms", Columns: []string{"first_text_sent_ms", "first_text_delta_ms"},
+		Derive: func(v []float64) float64 { return v[0] - v[1] },
+		Of: func(r *record.Record) (float64, bool) {
 			sent, ok1 := r.FirstTextSentMs.Ms()
 			delta, ok2 := r.FirstTextDeltaMs.Ms()
 			return sent - delta, ok1 && ok2
 		},
 		Definition: "first_text_sent_ms − first_text_delta_ms of the same request (both from t0): how long the gateway held the first visible text."},
-	{Name: "upstream_done_ms", cols: []string{"upstream_done_ms"}, of: offset(func(f *timeline.Fields) timeline.Offset { return f.UpstreamDoneMs }),
+	{Name: "upstream_done_ms", Columns: []string{"upstream_done_ms"}, Of: offset(func(f *timeline.Fields) timeline.Offset { return f.UpstreamDoneMs }),
 		Definition: "t6 − t0: gateway receipt to the upstream body finishing or closing, for any reason (closed is not succeeded)."},
-	{Name: "total_handler_ms", cols: []string{"total_handler_ms"}, of: offset(func(f *timeline.Fields) timeline.Offset { return f.TotalHandlerMs }),
+	{Name: "total_handler_ms", Columns: []string{"total_handler_ms"}, Of: offset(func(f *timeline.Fields) timeline.Offset { return f.TotalHandlerMs }),
 		Definition: "t7 − t0: gateway receipt to the last byte written and flushed to the client; the gateway's end-to-end latency."},
-	{Name: "visible_output_tps", cols: []string{"visible_output_tps"},
-		of: func(r *record.Record) (float64, bool) {
+	{Name: "visible_output_tps", Columns: []string{"visible_output_tps"},
+		Of: func(r *record.Record) (float64, bool) {
 			v, ok := r.VisibleOutputTPS.Get()
-			// As rateArg stores it: a rate that is not finite is NULL.
+			// As RateArg stores it: a rate that is not finite is NULL.
 			return v, ok && !math.IsNaN(v) && !math.IsInf(v, 0)
 		},
 		Definition: "Visible output tokens / visible generation window (t6 − t5) in seconds, per request; absent without visible text or with fewer than 2 visible tokens. Not aggregate throughput."},
-	{Name: "inter_token_latency_ms", cols: []string{"inter_token_latency_ms"},
-		of:         func(r *record.Record) (float64, bool) { return r.InterTokenLatencyMs.Ms() },
+	{Name: "inter_token_latency_ms", Columns: []string{"inter_token_latency_ms"},
+		Of:         func(r *record.Record) (float64, bool) { return r.InterTokenLatencyMs.Ms() },
 		Definition: "Visible generation window (t6 − t5) / (visible output tokens − 1)."},
-	{Name: "max_output_gap_ms", cols: []string{"max_output_gap_ms"}, of: span(func(f *timeline.Fields) timeline.Span { return f.MaxOutputGapMs }),
+	{Name: "max_output_gap_ms", Columns: []string{"max_output_gap_ms"}, Of: span(func(f *timeline.Fields) timeline.Span { return f.MaxOutputGapMs }),
 		Definition: "Longest wait between two consecutive events carrying content (text, reasoning or tool arguments), from t4 on; heartbeats and metadata do not end a gap (its own origin; absent with fewer than two such events)."},
 }
 
@@ -225,43 +222,9 @@ type FieldSummary struct {
 	P99    *float64 `json:"p99"`
 }
 
-// summarizeSketch summarises one field of a group from its sketch (nil when
-// no record had it) and the group's record count.
-func summarizeSketch(sk *sketch.Sketch, records int64) FieldSummary {
-	if sk == nil || sk.Count() == 0 {
-		return FieldSummary{Absent: int(records)}
-	}
-	n := int(sk.Count())
-	s := FieldSummary{Count: n, Absent: int(records) - n}
-	f := func(v float64) *float64 { return &v }
-	lo, _ := sk.Min()
-	hi, _ := sk.Max()
-	mean, _ := sk.Mean()
-	s.Min, s.Max, s.Mean = f(lo), f(hi), f(mean)
-	var q [4]float64
-	sk.Quantiles([]float64{0.50, 0.90, 0.95, 0.99}, q[:])
-	s.P50, s.P90, s.P95, s.P99 = f(q[0]), f(q[1]), f(q[2]), f(q[3])
-	return s
-}
-
-// dimValue is a group key's value of column col as the answer shows it:
-// the stream flag is "true" or "false" on both engines (SQLite hands a
-// BOOLEAN over as 1 or 0).
-func dimValue(col string, v any) string {
-	if col == "stream" {
-		switch x := v.(type) {
-		case bool:
-			return strconv.FormatBool(x)
-		case int64:
-			return strconv.FormatBool(x != 0)
-		}
-	}
-	return asString(v)
-}
-
-// resolveStats checks q and returns the indexes in StatFields of the
+// ResolveStats checks q and returns the indexes in StatFields of the
 // selected fields and the group columns.
-func resolveStats(q *StatsQuery) ([]int, []string, error) {
+func ResolveStats(q *StatsQuery) ([]int, []string, error) {
 	var fields []int
 	if len(q.Fields) == 0 {
 		for i := range StatFields {
@@ -299,9 +262,9 @@ func resolveStats(q *StatsQuery) ([]int, []string, error) {
 	return fields, cols, nil
 }
 
-// rowsReason says why q must be answered from the records rather than the
+// RowsReason says why q must be answered from the records rather than the
 // rollups, or "" when the rollups hold everything it asks.
-func rowsReason(q *StatsQuery) string {
+func RowsReason(q *StatsQuery) string {
 	switch {
 	case q.Filter.Label != "":
 		return "the label filter"
@@ -313,70 +276,24 @@ func rowsReason(q *StatsQuery) string {
 	return ""
 }
 
-// Stats summarises the records matching q. It answers from the rollups
-// (see statsFromRollups) unless a filter needs the records themselves (see
-// rowsReason); then it reads them (statsFromRows), bounded by MaxStatsRows.
-// It waits while MaxConcurrentStats other calls run.
-func (s *sqlStore) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
-	return answerStats(ctx, q, s.statsSlots, s)
-}
-
-// statsSource is an engine's two ways to a summary: the rollups of the
-// window, or its records.
-type statsSource interface {
-	statsFromRollups(ctx context.Context, q *StatsQuery, acc *statsAcc) (from, to time.Time, err error)
-	statsFromRows(ctx context.Context, q *StatsQuery, acc *statsAcc, why string) error
-}
-
-// answerStats is Stats on every engine: one of slots held while it runs,
-// from the rollups unless rowsReason names what only records hold.
-func answerStats(ctx context.Context, q StatsQuery, slots chan struct{}, src statsSource) (Stats, error) {
-	fields, dimCols, err := resolveStats(&q)
-	if err != nil {
-		return Stats{}, err
-	}
-	select {
-	case slots <- struct{}{}:
-		defer func() { <-slots }()
-	case <-ctx.Done():
-		return Stats{}, fmt.Errorf("stats: waiting for one of %d summaries running to finish: %w", MaxConcurrentStats, ctx.Err())
-	}
-	acc := newStatsAcc(&q, fields, dimCols)
-	st := emptyStats(&q, fields)
-	if why := rowsReason(&q); why != "" {
-		st.Method = MethodRows
-		st.From, st.To = q.Filter.From, q.Filter.To
-		if err := src.statsFromRows(ctx, &q, acc, why); err != nil {
-			return Stats{}, err
-		}
-	} else {
-		st.Method = MethodRollups
-		if st.From, st.To, err = src.statsFromRollups(ctx, &q, acc); err != nil {
-			return Stats{}, err
-		}
-	}
-	acc.finish(&st)
-	return st, nil
-}
-
 // EmptyStats returns the answer of Stats for q when no record matches: its
 // definitions and method, no groups. It is for callers that know the
 // answer is empty without asking the store (a viewer asking for another
 // group).
 func EmptyStats(q StatsQuery) (Stats, error) {
-	fields, _, err := resolveStats(&q)
+	fields, _, err := ResolveStats(&q)
 	if err != nil {
 		return Stats{}, err
 	}
-	st := emptyStats(&q, fields)
+	st := NewStats(&q, fields)
 	st.Method, st.From, st.To = MethodRollups, q.Filter.From, q.Filter.To
-	if rowsReason(&q) != "" {
+	if RowsReason(&q) != "" {
 		st.Method = MethodRows
 	}
 	return st, nil
 }
 
-func emptyStats(q *StatsQuery, fields []int) Stats {
+func NewStats(q *StatsQuery, fields []int) Stats {
 	st := Stats{
 		PercentileMethod: SketchMethod,
 		RelativeError:    sketch.RelativeAccuracy,
@@ -396,188 +313,4 @@ func emptyStats(q *StatsQuery, fields []int) Stats {
 		st.BucketMs = float64(q.Bucket.Nanoseconds()) / 1e6
 	}
 	return st
-}
-
-// statCell accumulates one group (and bucket).
-type statCell struct {
-	key      []string
-	bucket   int64 // bucket index; 0 without buckets
-	count    int64
-	errors   int64
-	statuses []statusCount // few: a slice finds one without hashing or allocating
-	labels   labelCounts
-	sk       []*sketch.Sketch // per selected field; nil until a value comes
-}
-
-type statusCount struct {
-	status string
-	n      int64
-}
-
-// statsAcc accumulates the groups of one answer, from rollup rows or from
-// records alike.
-type statsAcc struct {
-	q        *StatsQuery
-	fields   []int    // indexes in StatFields
-	dimCols  []string // group columns
-	bucketNs int64
-	cells    map[string]*statCell
-	order    []*statCell
-	overflow *statCell // the rows of keys past MaxStatsGroups; nil until there are some
-	// dims holds the group key values of the row at hand, filled by the
-	// caller before cell; key is scratch for the map key.
-	dims [][]byte
-	key  []byte
-}
-
-func newStatsAcc(q *StatsQuery, fields []int, dimCols []string) *statsAcc {
-	return &statsAcc{q: q, fields: fields, dimCols: dimCols, bucketNs: q.Bucket.Nanoseconds(),
-		cells: map[string]*statCell{}, dims: make([][]byte, len(dimCols))}
-}
-
-func (a *statsAcc) newCell() *statCell {
-	return &statCell{labels: labelCounts{}, sk: make([]*sketch.Sketch, len(a.fields))}
-}
-
-// setDim sets the i-th group key value of the row at hand, normalising the
-// stream flag to "true" or "false" (SQLite hands a BOOLEAN over as 1 or 0,
-// PostgreSQL as a bool, and database/sql makes text of either).
-func (a *statsAcc) setDim(i int, v []byte) {
-	if a.dimCols[i] == "stream" {
-		switch string(v) {
-		case "1", "true", "t":
-			v = trueBytes
-		default:
-			v = falseBytes
-		}
-	}
-	a.dims[i] = v
-}
-
-var trueBytes, falseBytes = []byte("true"), []byte("false")
-
-// cell returns the cell of the group whose key values are a.dims, in the
-// bucket of timestamp ts. Looking one up allocates nothing.
-func (a *statsAcc) cell(ts int64) *statCell {
-	var bucket int64
-	if a.bucketNs > 0 {
-		bucket = floorDiv(ts, a.bucketNs)
-	}
-	a.key = a.key[:0]
-	for _, v := range a.dims {
-		a.key = append(a.key, v...)
-		a.key = append(a.key, 0)
-	}
-	a.key = strconv.AppendInt(a.key, bucket, 10)
-	if c := a.cells[string(a.key)]; c != nil {
-		return c
-	}
-	if len(a.cells) >= MaxStatsGroups {
-		// Any client can make a model name up, and unknown models
-		// still get records: past the bound, new keys share one group
-		// instead of failing the answer for everyone.
-		if a.overflow == nil {
-			a.overflow = a.newCell()
-			for range a.dimCols {
-				a.overflow.key = append(a.overflow.key, OtherKey)
-			}
-		}
-		return a.overflow
-	}
-	c := a.newCell()
-	c.bucket = bucket
-	for _, v := range a.dims {
-		c.key = append(c.key, string(v))
-	}
-	a.cells[string(a.key)] = c
-	a.order = append(a.order, c)
-	return c
-}
-
-// addCount adds n records of one status to c.
-func (c *statCell) addCount(status []byte, n int64) { addCount(c, status, n) }
-
-// addRowCounts adds a rollup row's count to c: of status, or, for a row of
-// a projection without the status, of each status its statuses column
-// counts.
-func (c *statCell) addRowCounts(status []byte, count int64, statuses []byte) {
-	if len(statuses) == 0 {
-		addCount(c, status, count)
-		return
-	}
-	eachStatus(string(statuses), func(status string, n int64) { addCount(c, status, n) })
-}
-
-func addCount[S string | []byte](c *statCell, status S, n int64) {
-	c.count += n
-	if string(status) != record.StatusOK {
-		c.errors += n
-	}
-	for i := range c.statuses {
-		if c.statuses[i].status == string(status) {
-			c.statuses[i].n += n
-			return
-		}
-	}
-	c.statuses = append(c.statuses, statusCount{string(status), n})
-}
-
-// sketchOf returns c's sketch of the i-th selected field, made on first use.
-func (c *statCell) sketchOf(i int) *sketch.Sketch {
-	if c.sk[i] == nil {
-		c.sk[i] = summarySketches.Get().(*sketch.Sketch)
-	}
-	return c.sk[i]
-}
-
-// summarySketches recycles the sketches summaries merge rollups into
-// (finish returns them, empty): their bucket arrays, grown to a busy key's
-// range as rows merge in, were 40 % of what a summary of a week of 10 M
-// records allocated.
-var summarySketches = sync.Pool{New: func() any { return new(sketch.Sketch) }}
-
-// finish writes the groups into st, ordered by key, then bucket, with the
-// overflow group last.
-func (a *statsAcc) finish(st *Stats) {
-	slices.SortFunc(a.order, func(x, y *statCell) int {
-		if c := slices.Compare(x.key, y.key); c != 0 {
-			return c
-		}
-		return cmpInt(x.bucket, y.bucket)
-	})
-	order := a.order
-	if a.overflow != nil {
-		st.Truncated = true
-		order = append(order, a.overflow)
-	}
-	for _, c := range order {
-		g := Group{
-			Key:       map[string]string{},
-			Count:     int(c.count),
-			Errors:    int(c.errors),
-			ErrorRate: float64(c.errors) / float64(c.count),
-			Statuses:  make(map[string]int, len(c.statuses)),
-			Labels:    c.labels,
-			Fields:    make(map[string]FieldSummary, len(a.fields)),
-		}
-		for _, sc := range c.statuses {
-			g.Statuses[sc.status] = int(sc.n)
-		}
-		for i, d := range a.q.GroupBy {
-			g.Key[d] = c.key[i]
-		}
-		if a.bucketNs > 0 && c != a.overflow {
-			t := time.Unix(0, c.bucket*a.bucketNs).UTC()
-			g.BucketStart = &t
-		}
-		for i, f := range a.fields {
-			g.Fields[StatFields[f].Name] = summarizeSketch(c.sk[i], c.count)
-			if sk := c.sk[i]; sk != nil {
-				c.sk[i] = nil
-				sk.Reset()
-				summarySketches.Put(sk)
-			}
-		}
-		st.Groups = append(st.Groups, g)
-	}
 }

@@ -1,4 +1,4 @@
-package store
+package store_test
 
 import (
 	"context"
@@ -14,6 +14,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ttfx/ttfx/internal/store"
+	"github.com/ttfx/ttfx/internal/store/storetest"
 
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/sketch"
@@ -34,7 +37,7 @@ func TestPercentile(t *testing.T) {
 		{[]float64{-2, 0, 0, 0, 8}, 0, 4.8, 6.4, 7.68},
 	}
 	for _, c := range cases {
-		s := Summarize(append([]float64(nil), c.in...), 3)
+		s := store.Summarize(append([]float64(nil), c.in...), 3)
 		for name, pair := range map[string][2]float64{"p50": {*s.P50, c.p50}, "p90": {*s.P90, c.p90}, "p95": {*s.P95, c.p95}, "p99": {*s.P99, c.p99}} {
 			if math.Abs(pair[0]-pair[1]) > 1e-9 {
 				t.Errorf("%v %s = %v, want %v", c.in, name, pair[0], pair[1])
@@ -44,56 +47,19 @@ func TestPercentile(t *testing.T) {
 			t.Errorf("%v: count %d absent %d", c.in, s.Count, s.Absent)
 		}
 	}
-	if got := Percentile([]float64{1, 2}, 0); got != 1 {
+	if got := store.Percentile([]float64{1, 2}, 0); got != 1 {
 		t.Errorf("p0 = %v", got)
 	}
-	if got := Percentile([]float64{1, 2}, 1); got != 2 {
+	if got := store.Percentile([]float64{1, 2}, 1); got != 2 {
 		t.Errorf("p100 = %v", got)
 	}
-	empty := Summarize(nil, 4)
+	empty := store.Summarize(nil, 4)
 	if empty.Count != 0 || empty.Absent != 4 || empty.P50 != nil || empty.Min != nil || empty.Mean != nil {
 		t.Errorf("empty summary %+v", empty)
 	}
 	if b, _ := json.Marshal(empty); !strings.Contains(string(b), `"p50":null`) {
 		t.Errorf("empty summary JSON %s", b)
 	}
-}
-
-// statsFixture: model m1 has first_text_delta_ms 1..10 plus two requests
-// without visible text; m2 has 15, 20, 35, 40, 50, one of them truncated.
-// m1's first five are in the first minute, the rest in the second.
-func statsFixture(t *testing.T, s Store) {
-	var recs []record.Record
-	for i := range 12 {
-		r := sparseRecord(idN(i), testBase.Truncate(time.Minute).Add(time.Duration(i/5)*time.Minute+time.Second))
-		r.Model, r.Channel, r.Group, r.Route = "m1", "ch-1", "team-a", "POST /v1/chat/completions"
-		r.Status = record.StatusOK
-		if i < 10 {
-			v := float64(i + 1)
-			r.FirstTextDeltaMs = timeline.At(ms(v))
-			r.FirstTextSentMs = timeline.At(ms(v + 0.5))
-			r.VisibleOutputTPS = timeline.RateOf(10 * v)
-		}
-		switch {
-		case i < 3:
-			r.Diagnosis = []string{"generation_slow"}
-		case i == 3:
-			r.Diagnosis = []string{"truncated", "generation_slow"}
-		}
-		recs = append(recs, r)
-	}
-	for i, v := range []float64{50, 15, 40, 20, 35} {
-		r := sparseRecord(idN(100+i), testBase.Add(time.Duration(i)*time.Second))
-		r.Model, r.Channel, r.Group, r.Route = "m2", "ch-2", "team-b", "POST /v1/messages"
-		r.Status = record.StatusOK
-		r.FirstTextDeltaMs = timeline.At(ms(v))
-		if i == 2 {
-			r.Status = record.StatusTruncated
-			r.Diagnosis = []string{"truncated"}
-		}
-		recs = append(recs, r)
-	}
-	insert(t, s, recs...)
 }
 
 func approx(t *testing.T, what string, got *float64, want float64) {
@@ -123,16 +89,16 @@ func approxP(t *testing.T, what string, got *float64, want, neighbour float64) {
 }
 
 func TestStats(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, s Store) {
-		statsFixture(t, s)
-		st, err := s.Stats(ctxT(t), StatsQuery{GroupBy: []string{"model"}})
+	storetest.ForEachEngine(t, func(t *testing.T, s store.Store) {
+		storetest.StatsFixture(t, s)
+		st, err := s.Stats(storetest.Ctx(t), store.StatsQuery{GroupBy: []string{"model"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.PercentileMethod != SketchMethod || !strings.Contains(st.PercentileMethod, "R-7") || st.Method != MethodRollups {
+		if st.PercentileMethod != store.SketchMethod || !strings.Contains(st.PercentileMethod, "R-7") || st.Method != store.MethodRollups {
 			t.Errorf("method %q %q", st.Method, st.PercentileMethod)
 		}
-		for _, f := range StatFields {
+		for _, f := range store.StatFields {
 			if st.Definitions[f.Name] == "" {
 				t.Errorf("no definition of %s", f.Name)
 			}
@@ -164,7 +130,7 @@ func TestStats(t *testing.T) {
 		if up := m1.Fields["upstream_headers_ms"]; up.Count != 0 || up.Absent != 12 || up.P50 != nil {
 			t.Errorf("all-absent field %+v", up)
 		}
-		if got := m1.Labels; got["generation_slow"] != (LabelCount{4, 3}) || got["truncated"] != (LabelCount{1, 1}) || len(got) != 2 {
+		if got := m1.Labels; got["generation_slow"] != (store.LabelCount{4, 3}) || got["truncated"] != (store.LabelCount{1, 1}) || len(got) != 2 {
 			t.Errorf("m1 labels %+v", got)
 		}
 		if m2.Count != 5 || m2.Errors != 1 || math.Abs(m2.ErrorRate-0.2) > 1e-12 {
@@ -179,7 +145,7 @@ func TestStats(t *testing.T) {
 		approxP(t, "m2 p99", ft.P99, 49.6, 50)
 
 		// One group, a filter by label, a subset of fields.
-		st, err = s.Stats(ctxT(t), StatsQuery{Filter: Filter{Label: "truncated"}, Fields: []string{"first_text_delta_ms"}})
+		st, err = s.Stats(storetest.Ctx(t), store.StatsQuery{Filter: store.Filter{Label: "truncated"}, Fields: []string{"first_text_delta_ms"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,21 +154,21 @@ func TestStats(t *testing.T) {
 		}
 		g := st.Groups[0]
 		// The counts, the one field, and truncated.
-		if len(g.Fields) != 1 || len(st.Definitions) != len(CountDefinitions)+3 || st.Method != MethodRows {
+		if len(g.Fields) != 1 || len(st.Definitions) != len(store.CountDefinitions)+3 || st.Method != store.MethodRows {
 			t.Errorf("fields %v definitions %v", g.Fields, st.Definitions)
 		}
 		approxP(t, "truncated p50", g.Fields["first_text_delta_ms"].P50, (4+40)/2.0, 40)
 
 		// Buckets of a minute, grouped by model and channel.
-		st, err = s.Stats(ctxT(t), StatsQuery{GroupBy: []string{"model", "channel"}, Bucket: time.Minute,
-			Filter: Filter{Model: "m1"}})
+		st, err = s.Stats(storetest.Ctx(t), store.StatsQuery{GroupBy: []string{"model", "channel"}, Bucket: time.Minute,
+			Filter: store.Filter{Model: "m1"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(st.Groups) != 3 || st.BucketMs != 60000 {
 			t.Fatalf("buckets: %d groups, bucket %v", len(st.Groups), st.BucketMs)
 		}
-		start := testBase.Truncate(time.Minute)
+		start := storetest.Base.Truncate(time.Minute)
 		for i, want := range []struct {
 			at           time.Time
 			count, label int
@@ -217,19 +183,19 @@ func TestStats(t *testing.T) {
 		}
 
 		// Nothing matched: no groups, not an error.
-		st, err = s.Stats(ctxT(t), StatsQuery{Filter: Filter{Model: "none"}})
+		st, err = s.Stats(storetest.Ctx(t), store.StatsQuery{Filter: store.Filter{Model: "none"}})
 		if err != nil || len(st.Groups) != 0 {
 			t.Errorf("empty stats: %v %+v", err, st.Groups)
 		}
 
-		for _, q := range []StatsQuery{
+		for _, q := range []store.StatsQuery{
 			{GroupBy: []string{"prompt"}},
 			{GroupBy: []string{"model", "model"}},
 			{Fields: []string{"ttft"}},
 			{Bucket: time.Millisecond},
-			{Bucket: time.Second, Filter: Filter{From: testBase, To: testBase.Add(24 * time.Hour)}},
+			{Bucket: time.Second, Filter: store.Filter{From: storetest.Base, To: storetest.Base.Add(24 * time.Hour)}},
 		} {
-			if _, err := s.Stats(ctxT(t), q); !errors.Is(err, ErrBadQuery) {
+			if _, err := s.Stats(storetest.Ctx(t), q); !errors.Is(err, store.ErrBadQuery) {
 				t.Errorf("stats %+v: %v, want ErrBadQuery", q, err)
 			}
 		}
@@ -240,12 +206,12 @@ func TestStats(t *testing.T) {
 // the same records on SQLite and PostgreSQL.
 func TestStatsSameOnBothEngines(t *testing.T) {
 	var answers []string
-	for _, e := range engines() {
-		s, _ := e.open(t)
-		statsFixture(t, s)
+	for _, e := range storetest.Engines() {
+		s, _ := e.Open(t)
+		storetest.StatsFixture(t, s)
 		var recs []record.Record
 		for i := range 200 {
-			r := fullRecord(idN(1000+i), testBase.Add(time.Duration(i)*7*time.Second))
+			r := storetest.FullRecord(storetest.IDN(1000+i), storetest.Base.Add(time.Duration(i)*7*time.Second))
 			r.FirstTextDeltaMs = timeline.At(time.Duration(i*i*7919%100003) * time.Microsecond)
 			r.Model = []string{"a", "b", "c"}[i%3]
 			if i%5 == 0 {
@@ -253,8 +219,8 @@ func TestStatsSameOnBothEngines(t *testing.T) {
 			}
 			recs = append(recs, r)
 		}
-		insert(t, s, recs...)
-		st, err := s.Stats(ctxT(t), StatsQuery{GroupBy: []string{"model", "route"}, Bucket: 5 * time.Minute})
+		storetest.Insert(t, s, recs...)
+		st, err := s.Stats(storetest.Ctx(t), store.StatsQuery{GroupBy: []string{"model", "route"}, Bucket: 5 * time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -292,12 +258,12 @@ func TestSummarizeMatchesSort(t *testing.T) {
 		}
 		sorted := slices.Clone(vals)
 		slices.Sort(sorted)
-		s := Summarize(vals, 0)
+		s := store.Summarize(vals, 0)
 		for _, c := range []struct {
 			p   float64
 			got *float64
 		}{{0.5, s.P50}, {0.9, s.P90}, {0.95, s.P95}, {0.99, s.P99}} {
-			if want := Percentile(sorted, c.p); *c.got != want {
+			if want := store.Percentile(sorted, c.p); *c.got != want {
 				t.Fatalf("n=%d trial %d p%v: %v, want %v", n, trial, c.p, *c.got, want)
 			}
 		}
@@ -307,95 +273,61 @@ func TestSummarizeMatchesSort(t *testing.T) {
 	}
 }
 
-// TestStatsScanOrIndex: SQLite's choice between the time index and a scan
-// (wideWindow) changes how rows are read, never the answer.
-func TestStatsScanOrIndex(t *testing.T) {
-	s, _ := openTestSQLite(t)
-	statsFixture(t, s)
-	ss := s.(*sqlStore)
-	q := StatsQuery{GroupBy: []string{"model"}, Filter: Filter{From: testBase.Add(-time.Hour), To: testBase.Add(time.Hour), Label: "generation_slow"}}
-	tx, err := ss.read.BeginTx(ctxT(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !wideWindow(ctxT(t), tx, &q.Filter) {
-		t.Error("a window around every record is not wide")
-	}
-	narrow := Filter{From: testBase.Add(-time.Hour), To: testBase.Add(-time.Minute)}
-	if wideWindow(ctxT(t), tx, &narrow) {
-		t.Error("a window before every record is wide")
-	}
-	tx.Rollback()
-	var answers []string
-	for _, plan := range []bool{true, false} {
-		ss.d.planTime = plan
-		st, err := s.Stats(ctxT(t), q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := json.Marshal(st)
-		answers = append(answers, string(b))
-	}
-	if answers[0] != answers[1] {
-		t.Errorf("scan and index disagree:\n%s\n%s", answers[0], answers[1])
-	}
-}
-
 func TestStatsRowBound(t *testing.T) {
-	// A summary that must read records (a key_name or label filter) stops
+	// A summary that storetest.Must read records (a key_name or label filter) stops
 	// past the bound with ErrBadQuery naming the filter, instead of
 	// reading without end; the bound is lowered here from MaxStatsRows so
 	// as not to store millions of records. Without that filter the same
 	// summary comes from the rollups, whatever the number of records.
-	forEachEngine(t, func(t *testing.T, s Store) {
+	storetest.ForEachEngine(t, func(t *testing.T, s store.Store) {
 		var recs []record.Record
 		for i := range 60 {
-			r := fullRecord(idN(i), testBase.Add(time.Duration(i)*time.Second))
+			r := storetest.FullRecord(storetest.IDN(i), storetest.Base.Add(time.Duration(i)*time.Second))
 			if i%2 == 1 {
 				r.Model = "other"
 			}
 			recs = append(recs, r)
 		}
-		insert(t, s, recs...)
-		setMaxStatsRows(s, 50)
-		_, err := s.Stats(ctxT(t), StatsQuery{Filter: Filter{KeyName: "team-a-app"}})
-		if !errors.Is(err, ErrBadQuery) || !strings.Contains(err.Error(), "narrow the window or filter") ||
+		storetest.Insert(t, s, recs...)
+		storetest.SetMaxStatsRows(s, 50)
+		_, err := s.Stats(storetest.Ctx(t), store.StatsQuery{Filter: store.Filter{KeyName: "team-a-app"}})
+		if !errors.Is(err, store.ErrBadQuery) || !strings.Contains(err.Error(), "narrow the window or filter") ||
 			!strings.Contains(err.Error(), "key_name") {
 			t.Errorf("60 records past a bound of 50: %v", err)
 		}
 		// Narrowed, the same store answers.
-		for _, f := range []Filter{{Model: "other", KeyName: "team-a-app"}, {To: testBase.Add(50 * time.Second), KeyName: "team-a-app"}} {
-			st, err := s.Stats(ctxT(t), StatsQuery{Filter: f})
-			if err != nil || len(st.Groups) != 1 || st.Groups[0].Count > 50 || st.Method != MethodRows {
+		for _, f := range []store.Filter{{Model: "other", KeyName: "team-a-app"}, {To: storetest.Base.Add(50 * time.Second), KeyName: "team-a-app"}} {
+			st, err := s.Stats(storetest.Ctx(t), store.StatsQuery{Filter: f})
+			if err != nil || len(st.Groups) != 1 || st.Groups[0].Count > 50 || st.Method != store.MethodRows {
 				t.Errorf("narrowed to %+v: %v %+v", f, err, st.Groups)
 			}
 		}
 		// Without the filter: rollups, no bound.
-		if st, err := s.Stats(ctxT(t), StatsQuery{}); err != nil || st.Groups[0].Count != 60 || st.Method != MethodRollups {
+		if st, err := s.Stats(storetest.Ctx(t), store.StatsQuery{}); err != nil || st.Groups[0].Count != 60 || st.Method != store.MethodRollups {
 			t.Errorf("60 records from rollups at a row bound of 50: %v %+v", err, st)
 		}
-		setMaxStatsRows(s, 60)
-		if st, err := s.Stats(ctxT(t), StatsQuery{Filter: Filter{KeyName: "team-a-app"}}); err != nil || st.Groups[0].Count != 60 {
+		storetest.SetMaxStatsRows(s, 60)
+		if st, err := s.Stats(storetest.Ctx(t), store.StatsQuery{Filter: store.Filter{KeyName: "team-a-app"}}); err != nil || st.Groups[0].Count != 60 {
 			t.Errorf("60 records at a bound of 60: %v", err)
 		}
 	})
 }
 
 func TestStatsConcurrencyBound(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, s Store) {
-		insert(t, s, fullRecord("req-1", testBase))
-		slots := statsSlotsOf(s)
-		if cap(slots) != MaxConcurrentStats {
-			t.Fatalf("%d slots, want %d", cap(slots), MaxConcurrentStats)
+	storetest.ForEachEngine(t, func(t *testing.T, s store.Store) {
+		storetest.Insert(t, s, storetest.FullRecord("req-1", storetest.Base))
+		slots := storetest.StatsSlots(s)
+		if cap(slots) != store.MaxConcurrentStats {
+			t.Fatalf("%d slots, want %d", cap(slots), store.MaxConcurrentStats)
 		}
 		// Two calls running: a third waits, and gives up with its context.
-		for range MaxConcurrentStats {
+		for range store.MaxConcurrentStats {
 			slots <- struct{}{}
 		}
-		ctx, cancel := context.WithTimeout(ctxT(t), 150*time.Millisecond)
+		ctx, cancel := context.WithTimeout(storetest.Ctx(t), 150*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		if _, err := s.Stats(ctx, StatsQuery{}); !errors.Is(err, context.DeadlineExceeded) {
+		if _, err := s.Stats(ctx, store.StatsQuery{}); !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("a third call: %v, want it to wait for its deadline", err)
 		}
 		if d := time.Since(start); d < 100*time.Millisecond {
@@ -404,7 +336,7 @@ func TestStatsConcurrencyBound(t *testing.T) {
 		// One finishes: the waiting call runs.
 		done := make(chan error, 1)
 		go func() {
-			_, err := s.Stats(ctxT(t), StatsQuery{})
+			_, err := s.Stats(storetest.Ctx(t), store.StatsQuery{})
 			done <- err
 		}()
 		select {
@@ -439,12 +371,12 @@ func TestStatsConcurrencyBoundPostgres(t *testing.T) {
 	// The test's own sessions, told apart from every other in
 	// pg_stat_activity by their application name.
 	app := "stats_bound_" + u.Query().Get("search_path")
-	s, err := Open(ctxT(t), dsn+"&application_name="+app)
+	s, err := store.Open(storetest.Ctx(t), dsn+"&application_name="+app)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	insert(t, s, fullRecord("req-1", testBase))
+	storetest.Insert(t, s, storetest.FullRecord("req-1", storetest.Base))
 	admin, err := sql.Open("pgx", dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -455,22 +387,22 @@ func TestStatsConcurrencyBoundPostgres(t *testing.T) {
 	done := make(chan error, calls)
 	for range calls {
 		go func() {
-			_, err := s.Stats(ctxT(t), StatsQuery{})
+			_, err := s.Stats(storetest.Ctx(t), store.StatsQuery{})
 			done <- err
 		}()
 	}
 	waiting := func() int {
 		var n int
-		if err := admin.QueryRowContext(ctxT(t), `SELECT COUNT(*) FROM pg_stat_activity
+		if err := admin.QueryRowContext(storetest.Ctx(t), `SELECT COUNT(*) FROM pg_stat_activity
 			WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
-	waitFor(t, "summaries waiting on the lock", func() bool { return waiting() == MaxConcurrentStats })
+	storetest.WaitFor(t, "summaries waiting on the lock", func() bool { return waiting() == store.MaxConcurrentStats })
 	time.Sleep(300 * time.Millisecond) // time for any further call to arrive
-	if n := waiting(); n != MaxConcurrentStats {
-		t.Errorf("%d summaries in the database at once, want %d", n, MaxConcurrentStats)
+	if n := waiting(); n != store.MaxConcurrentStats {
+		t.Errorf("%d summaries in the database at once, want %d", n, store.MaxConcurrentStats)
 	}
 	release()
 	for range calls {
@@ -484,27 +416,27 @@ func TestStatsOverflowGroup(t *testing.T) {
 	// A client sends more distinct model names than an answer has
 	// groups: group_by=model still answers, the keys past the bound
 	// share one "(other)" group, and no record goes uncounted.
-	forEachEngine(t, func(t *testing.T, s Store) {
-		const models = MaxStatsGroups + 1
+	storetest.ForEachEngine(t, func(t *testing.T, s store.Store) {
+		const models = store.MaxStatsGroups + 1
 		want := map[string]int{} // model → records
 		var recs []record.Record
 		for i := range models + 4 {
-			r := fullRecord(idN(i), testBase.Add(time.Duration(i)*time.Millisecond))
+			r := storetest.FullRecord(storetest.IDN(i), storetest.Base.Add(time.Duration(i)*time.Millisecond))
 			r.Model = fmt.Sprintf("m%05d", i%models) // m00000..m00003 twice
 			r.Diagnosis = []string{"generation_slow"}
 			want[r.Model]++
 			recs = append(recs, r)
 		}
-		insert(t, s, recs...)
-		st, err := s.Stats(ctxT(t), StatsQuery{GroupBy: []string{"model"}, Fields: []string{"first_text_delta_ms"}})
+		storetest.Insert(t, s, recs...)
+		st, err := s.Stats(storetest.Ctx(t), store.StatsQuery{GroupBy: []string{"model"}, Fields: []string{"first_text_delta_ms"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !st.Truncated || len(st.Groups) != MaxStatsGroups+1 {
-			t.Fatalf("truncated %v, %d groups; want true, %d", st.Truncated, len(st.Groups), MaxStatsGroups+1)
+		if !st.Truncated || len(st.Groups) != store.MaxStatsGroups+1 {
+			t.Fatalf("truncated %v, %d groups; want true, %d", st.Truncated, len(st.Groups), store.MaxStatsGroups+1)
 		}
 		other := st.Groups[len(st.Groups)-1]
-		if other.Key["model"] != OtherKey || other.BucketStart != nil {
+		if other.Key["model"] != store.OtherKey || other.BucketStart != nil {
 			t.Errorf("last group %v at %v, want the overflow group", other.Key, other.BucketStart)
 		}
 		kept := 0
@@ -531,11 +463,11 @@ func TestStatsOverflowGroup(t *testing.T) {
 			t.Errorf("overflow field summary %+v for %d records", f, other.Count)
 		}
 		b, _ := json.Marshal(st)
-		if !strings.Contains(string(b), `"truncated":true`) || st.Definitions["truncated"] != TruncatedDefinition {
+		if !strings.Contains(string(b), `"truncated":true`) || st.Definitions["truncated"] != store.TruncatedDefinition {
 			t.Errorf("the answer does not say it is truncated, or what that means: %.300s", b)
 		}
 		// Under the bound nothing is folded, and the answer says so.
-		st, err = s.Stats(ctxT(t), StatsQuery{GroupBy: []string{"model"}, Filter: Filter{Model: "m00001"}})
+		st, err = s.Stats(storetest.Ctx(t), store.StatsQuery{GroupBy: []string{"model"}, Filter: store.Filter{Model: "m00001"}})
 		if err != nil || st.Truncated || len(st.Groups) != 1 || st.Groups[0].Count != 2 {
 			t.Errorf("one model: %v truncated %v %+v", err, st.Truncated, st.Groups)
 		}
@@ -546,20 +478,20 @@ func TestStatsOverflowGroup(t *testing.T) {
 }
 
 // TestStatsStreamDimension groups and filters by the stream flag, which both
-// engines must name "true" and "false" alike.
+// engines storetest.Must name "true" and "false" alike.
 func TestStatsStreamDimension(t *testing.T) {
-	for _, e := range engines() {
-		t.Run(e.name, func(t *testing.T) {
-			s, _ := e.open(t)
+	for _, e := range storetest.Engines() {
+		t.Run(e.Name, func(t *testing.T) {
+			s, _ := e.Open(t)
 			base := time.Date(2025, 3, 14, 9, 0, 0, 0, time.UTC)
 			var recs []record.Record
 			for i := range 6 {
-				r := fullRecord(fmt.Sprintf("req-s%d", i), base.Add(time.Duration(i)*time.Second))
+				r := storetest.FullRecord(fmt.Sprintf("req-s%d", i), base.Add(time.Duration(i)*time.Second))
 				r.Stream = i%3 != 0 // 4 streaming, 2 not
 				recs = append(recs, r)
 			}
-			insert(t, s, recs...)
-			st, err := s.Stats(ctxT(t), StatsQuery{Filter: Filter{From: base, To: base.Add(time.Hour)}, GroupBy: []string{"stream"}, Fields: []string{"upstream_headers_ms"}})
+			storetest.Insert(t, s, recs...)
+			st, err := s.Stats(storetest.Ctx(t), store.StatsQuery{Filter: store.Filter{From: base, To: base.Add(time.Hour)}, GroupBy: []string{"stream"}, Fields: []string{"upstream_headers_ms"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -571,7 +503,7 @@ func TestStatsStreamDimension(t *testing.T) {
 				t.Errorf("groups by stream %v, want %v", got, want)
 			}
 			no := false
-			st, err = s.Stats(ctxT(t), StatsQuery{Filter: Filter{From: base, To: base.Add(time.Hour), Stream: &no}})
+			st, err = s.Stats(storetest.Ctx(t), store.StatsQuery{Filter: store.Filter{From: base, To: base.Add(time.Hour), Stream: &no}})
 			if err != nil {
 				t.Fatal(err)
 			}

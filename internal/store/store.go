@@ -1,33 +1,44 @@
-// Package store keeps the request records of SPEC.md §7 in SQLite or
-// PostgreSQL and reads them back for the API of §8: one record per request,
-// metadata only, with its attempts and diagnosis labels.
+// Package store is the contract of ttfx's record store: the request
+// records of SPEC.md §7 go in, and come back for the API of §8 — one record
+// per request, metadata only, with its attempts and diagnosis labels — as
+// pages (List), single records (Get) and summaries (Stats). It holds what
+// every engine shares: the Store interface and its types, the Writer (a
+// bounded queue and batched inserts off the request path, with retries
+// while the database cannot take them and a count of everything it could
+// not keep), validation and cleaning of records, the record columns, the
+// retention and compaction loops, and OpenOrRetry for a database that is
+// down when the gateway starts.
 //
-// One package serves both engines. The schema (migrations/), the queries and
-// the statistics are the same code over database/sql; the engines differ
-// only in a small dialect (driver, connection pools, how concurrent
-// migrators are serialised). Keeping them together is what makes "one
-// schema, the same queries" true by construction rather than by review, and
-// percentiles are computed in Go from the rows both engines return, so they
-// cannot drift apart (see Stats).
+// The engines live in packages of their own, which register with Open
+// (see Engine):
 //
-// Writes reach a Store through a Writer: a bounded queue and batched inserts
-// off the request path, with retries while the database cannot take them and a
-// count of everything it could not keep.
+//	internal/store/sqlstore   SQLite and PostgreSQL: one schema, one dialect layer
+//	internal/store/chstore    ClickHouse
+//	internal/store/rollup     what the engines' summaries share: rollup levels,
+//	                          projections, read plans, sketch merging
+//	internal/store/storetest  what the engines' tests share
 //
-// The tests run on SQLite always, and on PostgreSQL as well when
-// TTFX_TEST_POSTGRES holds a DSN (with TTFX_REQUIRE_ALL=1 they fail rather
-// than skip without one). On a Debian machine, as root:
+// Summaries are answered from rollups written with the records (per-minute
+// sketches, compacted to coarser units), so their cost follows the window
+// and the variety of the traffic rather than the number of records, and
+// every engine computes percentiles with the same Go code from the same
+// sketches (see SketchMethod).
 //
-//	eval "$(bash scripts/ci-postgres.sh)"   # installs and starts PostgreSQL, creates ttfx/ttfx
+// The tests run the same contract suite on every engine: SQLite always,
+// PostgreSQL when TTFX_TEST_POSTGRES holds a DSN and ClickHouse when
+// TTFX_TEST_CLICKHOUSE does (with TTFX_REQUIRE_ALL=1 they fail rather than
+// skip without one). On a Debian machine, as root:
+//
+//	eval "$(bash scripts/ci-postgres.sh)"     # installs and starts PostgreSQL, creates ttfx/ttfx
+//	eval "$(bash scripts/ci-clickhouse.sh)"   # installs and starts ClickHouse
 //	go test ./internal/store/... ./internal/api/...
 //
-// Each test works in a schema of its own, dropped afterwards.
+// Each test works in a schema (database) of its own, dropped afterwards.
 package store
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/url"
 	"strings"
 	"time"
@@ -35,8 +46,8 @@ import (
 	"github.com/ttfx/ttfx/internal/record"
 )
 
-// Store holds request records. The same implementation, schema and queries
-// serve SQLite and PostgreSQL. It is safe for concurrent use.
+// Store holds request records. Every engine implements it (see Engine); it
+// is safe for concurrent use.
 type Store interface {
 	// Insert stores records in one transaction. A record whose request id
 	// is already stored is skipped whole, attempts and labels included, so
@@ -110,34 +121,23 @@ type Page struct {
 	Next    string // cursor of the next page; empty when this is the last
 }
 
-// Open opens the store a DSN names and applies the embedded schema
-// migrations:
+// Open opens the store a DSN names, with the engine registered for its
+// scheme, and applies the engine's embedded schema migrations:
 //
-//	postgres://user:pass@host:5432/db?sslmode=disable   PostgreSQL (also postgresql://)
-//	clickhouse://user:pass@host:9000/db                  ClickHouse, native protocol (see clickhouse.go)
-//	sqlite:ttfx.db, sqlite:///var/lib/ttfx.db            SQLite
+//	postgres://user:pass@host:5432/db?sslmode=disable   PostgreSQL (also postgresql://; sqlstore)
+//	clickhouse://user:pass@host:9000/db                  ClickHouse, native protocol (chstore)
+//	sqlite:ttfx.db, sqlite:///var/lib/ttfx.db            SQLite (sqlstore)
 //	ttfx.db                                              SQLite, a bare path
 //
 // PostgreSQL must answer at Open (migrations need it); afterwards a Writer
 // rides out outages. Query parameters of a postgres DSN are pgx's, e.g.
 // search_path=ttfx to keep the tables in their own schema.
 func Open(ctx context.Context, dsn string) (Store, error) {
-	switch {
-	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		return openPostgres(ctx, dsn)
-	case strings.HasPrefix(dsn, "clickhouse://"):
-		return openClickHouse(ctx, dsn)
-	case strings.HasPrefix(dsn, "sqlite:"):
-		path := strings.TrimPrefix(dsn, "sqlite:")
-		path = strings.TrimPrefix(path, "//")
-		return openSQLite(ctx, path)
-	case dsn == "":
-		return nil, errors.New("open store: empty DSN")
-	case strings.Contains(dsn, "://"):
-		return nil, fmt.Errorf("open store: unsupported DSN scheme in %q (want postgres://, clickhouse:// or sqlite:)", redactDSN(dsn))
-	default:
-		return openSQLite(ctx, dsn)
+	e, err := engineFor(dsn)
+	if err != nil {
+		return nil, err
 	}
+	return e.Open(ctx, dsn)
 }
 
 // Redact returns dsn with its password hidden, for messages.

@@ -1,4 +1,4 @@
-package store
+package store_test
 
 import (
 	"context"
@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ttfx/ttfx/internal/store"
+	"github.com/ttfx/ttfx/internal/store/storetest"
+
 	"github.com/ttfx/ttfx/internal/testenv"
 
 	"github.com/ttfx/ttfx/internal/record"
@@ -20,19 +23,19 @@ import (
 )
 
 func TestRoundTrip(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, s Store) {
-		full := fullRecord("req-full", testBase)
-		sparse := sparseRecord("req-sparse", testBase.Add(time.Second))
-		insert(t, s, full, sparse)
+	storetest.ForEachEngine(t, func(t *testing.T, s store.Store) {
+		full := storetest.FullRecord("req-full", storetest.Base)
+		sparse := storetest.SparseRecord("req-sparse", storetest.Base.Add(time.Second))
+		storetest.Insert(t, s, full, sparse)
 		for _, want := range []record.Record{full, sparse} {
-			got, err := s.Get(ctxT(t), want.RequestID)
+			got, err := s.Get(storetest.Ctx(t), want.RequestID)
 			if err != nil {
 				t.Fatalf("get %s: %v", want.RequestID, err)
 			}
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("get %s:\n got %+v\nwant %+v", want.RequestID, got, want)
 			}
-			// The API returns json.Marshal(record): the stored record must
+			// The API returns json.Marshal(record): the stored record storetest.Must
 			// give byte-identical JSON, nanoseconds and absent marks
 			// included.
 			gj, _ := json.Marshal(got)
@@ -41,43 +44,36 @@ func TestRoundTrip(t *testing.T) {
 				t.Errorf("json of %s:\n got %s\nwant %s", want.RequestID, gj, wj)
 			}
 		}
-		gj, _ := json.Marshal(must(s.Get(ctxT(t), "req-sparse")))
+		gj, _ := json.Marshal(storetest.Must(s.Get(storetest.Ctx(t), "req-sparse")))
 		for _, field := range []string{`"first_text_delta_ms":null`, `"upstream_headers_ms":null`, `"visible_output_tps":null`, `"input":null`, `"attempts":[]`, `"diagnosis":[]`} {
 			if !strings.Contains(string(gj), field) {
 				t.Errorf("sparse record JSON lacks %s: %s", field, gj)
 			}
 		}
-		if _, err := s.Get(ctxT(t), "req-missing"); !errors.Is(err, ErrNotFound) {
+		if _, err := s.Get(storetest.Ctx(t), "req-missing"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("get missing: %v, want ErrNotFound", err)
 		}
-		if _, err := s.Get(ctxT(t), strings.Repeat("x", MaxIDLen+1)); !errors.Is(err, ErrNotFound) {
+		if _, err := s.Get(storetest.Ctx(t), strings.Repeat("x", store.MaxIDLen+1)); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("get over-long id: %v, want ErrNotFound", err)
 		}
 	})
 }
 
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
-	}
-	return v
-}
-
 func TestInsertIdempotent(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, s Store) {
-		r := fullRecord("req-dup", testBase)
-		insert(t, s, r)
+	storetest.ForEachEngine(t, func(t *testing.T, s store.Store) {
+		r := storetest.FullRecord("req-dup", storetest.Base)
+		storetest.Insert(t, s, r)
 		// A batch retried after an ambiguous failure, and a duplicate
 		// within one batch, are kept once.
-		insert(t, s, r, fullRecord("req-other", testBase), r)
-		p, err := s.List(ctxT(t), Filter{})
+		storetest.Insert(t, s, r, storetest.FullRecord("req-other", storetest.Base), r)
+		p, err := s.List(storetest.Ctx(t), store.Filter{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(p.Records) != 2 {
 			t.Fatalf("%d records, want 2", len(p.Records))
 		}
-		got := must(s.Get(ctxT(t), "req-dup"))
+		got := storetest.Must(s.Get(storetest.Ctx(t), "req-dup"))
 		if len(got.Attempts) != 2 || len(got.Diagnosis) != 2 {
 			t.Errorf("duplicate insert changed side tables: %d attempts, %d labels", len(got.Attempts), len(got.Diagnosis))
 		}
@@ -86,54 +82,54 @@ func TestInsertIdempotent(t *testing.T) {
 
 func TestInsertDuplicateIDKeepsFirstRecordWhole(t *testing.T) {
 	// A second record with a stored request id is skipped whole: its
-	// attempts and labels must not be added to the first record's, which
+	// attempts and labels storetest.Must not be added to the first record's, which
 	// the per-table ON CONFLICT alone would do wherever they do not
 	// collide (more attempts, more labels).
-	forEachEngine(t, func(t *testing.T, s Store) {
-		first := fullRecord("req-dup", testBase)
-		insert(t, s, first)
-		second := fullRecord("req-dup", testBase.Add(time.Hour))
+	storetest.ForEachEngine(t, func(t *testing.T, s store.Store) {
+		first := storetest.FullRecord("req-dup", storetest.Base)
+		storetest.Insert(t, s, first)
+		second := storetest.FullRecord("req-dup", storetest.Base.Add(time.Hour))
 		second.Model = "impostor"
 		second.Attempts = append(slices.Clone(first.Attempts),
 			record.Attempt{Channel: "x", Status: record.StatusUpstreamHTTPError, HTTPStatus: 500})
 		second.Diagnosis = []string{"truncated", "upstream_slow", "generation_slow"}
-		insert(t, s, second, fullRecord("req-new", testBase))
-		if got := must(s.Get(ctxT(t), "req-dup")); !reflect.DeepEqual(got, first) {
+		storetest.Insert(t, s, second, storetest.FullRecord("req-new", storetest.Base))
+		if got := storetest.Must(s.Get(storetest.Ctx(t), "req-dup")); !reflect.DeepEqual(got, first) {
 			t.Errorf("after a second record with its id:\n got %+v\nwant %+v", got, first)
 		}
-		if got := must(s.Get(ctxT(t), "req-new")); len(got.Attempts) != 2 || len(got.Diagnosis) != 2 {
+		if got := storetest.Must(s.Get(storetest.Ctx(t), "req-new")); len(got.Attempts) != 2 || len(got.Diagnosis) != 2 {
 			t.Errorf("the new record of the batch: %d attempts, %d labels", len(got.Attempts), len(got.Diagnosis))
 		}
 
 		// Within one batch the first of two records with one id is kept,
 		// whole.
-		a := sparseRecord("req-twice", testBase)
+		a := storetest.SparseRecord("req-twice", storetest.Base)
 		a.Diagnosis = []string{"local_overhead"}
-		b := fullRecord("req-twice", testBase)
-		insert(t, s, a, b)
-		if got := must(s.Get(ctxT(t), "req-twice")); !reflect.DeepEqual(got, a) {
+		b := storetest.FullRecord("req-twice", storetest.Base)
+		storetest.Insert(t, s, a, b)
+		if got := storetest.Must(s.Get(storetest.Ctx(t), "req-twice")); !reflect.DeepEqual(got, a) {
 			t.Errorf("two records with one id in a batch:\n got %+v\nwant %+v", got, a)
 		}
 	})
 }
 
 func TestInsertInvalid(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, s Store) {
+	storetest.ForEachEngine(t, func(t *testing.T, s store.Store) {
 		bad := []record.Record{
-			{Timestamp: testBase}, // no id
-			{RequestID: "req-1"},  // no timestamp
-			{RequestID: strings.Repeat("a", MaxIDLen+1), Timestamp: testBase}, // too long
-			{RequestID: "req\x00x", Timestamp: testBase},                      // control character
-			{RequestID: "req-\xff", Timestamp: testBase},                      // invalid UTF-8
+			{Timestamp: storetest.Base}, // no id
+			{RequestID: "req-1"},        // no timestamp
+			{RequestID: strings.Repeat("a", store.MaxIDLen+1), Timestamp: storetest.Base}, // too long
+			{RequestID: "req\x00x", Timestamp: storetest.Base},                            // control character
+			{RequestID: "req-\xff", Timestamp: storetest.Base},                            // invalid UTF-8
 			{RequestID: "req-old", Timestamp: time.Date(1969, 1, 1, 0, 0, 0, 0, time.UTC)},
 		}
 		for _, r := range bad {
-			err := s.Insert(ctxT(t), []record.Record{fullRecord("req-good", testBase), r})
-			if !errors.Is(err, ErrInvalidRecord) {
+			err := s.Insert(storetest.Ctx(t), []record.Record{storetest.FullRecord("req-good", storetest.Base), r})
+			if !errors.Is(err, store.ErrInvalidRecord) {
 				t.Errorf("insert %q: %v, want ErrInvalidRecord", r.RequestID, err)
 			}
 		}
-		if _, err := s.Get(ctxT(t), "req-good"); !errors.Is(err, ErrNotFound) {
+		if _, err := s.Get(storetest.Ctx(t), "req-good"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("a batch with an invalid record was partly written: %v", err)
 		}
 	})
@@ -143,13 +139,13 @@ func TestInsertCleansStrings(t *testing.T) {
 	// The model name is the one string a client chooses. Invalid UTF-8 and
 	// NUL would make PostgreSQL refuse the whole batch; both engines store
 	// the same cleaned value instead.
-	forEachEngine(t, func(t *testing.T, s Store) {
-		r := sparseRecord("req-clean", testBase)
+	storetest.ForEachEngine(t, func(t *testing.T, s store.Store) {
+		r := storetest.SparseRecord("req-clean", storetest.Base)
 		r.Model = "gpt\x00-4o\xff" + strings.Repeat("é", 200)
 		r.Diagnosis = []string{"first\x00label"}
-		insert(t, s, r)
-		got := must(s.Get(ctxT(t), "req-clean"))
-		want := "gpt-4o\uFFFD" + strings.Repeat("é", (maxNameLen-len("gpt-4o\uFFFD"))/2)
+		storetest.Insert(t, s, r)
+		got := storetest.Must(s.Get(storetest.Ctx(t), "req-clean"))
+		want := "gpt-4o\uFFFD" + strings.Repeat("é", (store.MaxNameLen-len("gpt-4o\uFFFD"))/2)
 		if got.Model != want {
 			t.Errorf("model stored as %q (%d bytes), want %q", got.Model, len(got.Model), want)
 		}
@@ -161,10 +157,10 @@ func TestInsertCleansStrings(t *testing.T) {
 
 // listFixture inserts 30 records over 30 minutes, several sharing a
 // timestamp so that the cursor's tie-break by id is exercised.
-func listFixture(t *testing.T, s Store) []record.Record {
+func listFixture(t *testing.T, s store.Store) []record.Record {
 	var recs []record.Record
 	for i := range 30 {
-		r := fullRecord(idN(i), testBase.Add(time.Duration(i/3)*time.Minute))
+		r := storetest.FullRecord(storetest.IDN(i), storetest.Base.Add(time.Duration(i/3)*time.Minute))
 		r.Model = []string{"gpt-4o", "claude", "gemini"}[i%3]
 		r.Channel = []string{"ch-a", "ch-b"}[i%2]
 		r.Group = []string{"team-a", "team-b", "team-c", "team-d", "team-e"}[i%5]
@@ -179,12 +175,12 @@ func listFixture(t *testing.T, s Store) []record.Record {
 		}
 		recs = append(recs, r)
 	}
-	insert(t, s, recs...)
+	storetest.Insert(t, s, recs...)
 	return recs
 }
 
 func TestList(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, s Store) {
+	storetest.ForEachEngine(t, func(t *testing.T, s store.Store) {
 		recs := listFixture(t, s)
 		newestFirst := slices.Clone(recs)
 		slices.SortFunc(newestFirst, func(a, b record.Record) int {
@@ -211,24 +207,24 @@ func TestList(t *testing.T) {
 		}
 		cases := []struct {
 			name string
-			f    Filter
+			f    store.Filter
 			want []string
 		}{
-			{"all", Filter{}, ids(newestFirst)},
-			{"model", Filter{Model: "claude"}, where(func(r record.Record) bool { return r.Model == "claude" })},
-			{"channel", Filter{Channel: "ch-b"}, where(func(r record.Record) bool { return r.Channel == "ch-b" })},
-			{"group", Filter{Group: "team-c"}, where(func(r record.Record) bool { return r.Group == "team-c" })},
-			{"status", Filter{Status: record.StatusTruncated}, where(func(r record.Record) bool { return r.Status == record.StatusTruncated })},
-			{"label primary", Filter{Label: "truncated"}, where(func(r record.Record) bool { return slices.Contains(r.Diagnosis, "truncated") })},
-			{"label second", Filter{Label: "generation_slow"}, where(func(r record.Record) bool { return slices.Contains(r.Diagnosis, "generation_slow") })},
-			{"key", Filter{KeyName: "team-a-app"}, where(func(r record.Record) bool { return r.KeyName == "team-a-app" })},
-			{"from to", Filter{From: testBase.Add(2 * time.Minute), To: testBase.Add(5 * time.Minute)}, where(func(r record.Record) bool {
-				return !r.Timestamp.Before(testBase.Add(2*time.Minute)) && r.Timestamp.Before(testBase.Add(5*time.Minute))
+			{"all", store.Filter{}, ids(newestFirst)},
+			{"model", store.Filter{Model: "claude"}, where(func(r record.Record) bool { return r.Model == "claude" })},
+			{"channel", store.Filter{Channel: "ch-b"}, where(func(r record.Record) bool { return r.Channel == "ch-b" })},
+			{"group", store.Filter{Group: "team-c"}, where(func(r record.Record) bool { return r.Group == "team-c" })},
+			{"status", store.Filter{Status: record.StatusTruncated}, where(func(r record.Record) bool { return r.Status == record.StatusTruncated })},
+			{"label primary", store.Filter{Label: "truncated"}, where(func(r record.Record) bool { return slices.Contains(r.Diagnosis, "truncated") })},
+			{"label second", store.Filter{Label: "generation_slow"}, where(func(r record.Record) bool { return slices.Contains(r.Diagnosis, "generation_slow") })},
+			{"key", store.Filter{KeyName: "team-a-app"}, where(func(r record.Record) bool { return r.KeyName == "team-a-app" })},
+			{"from to", store.Filter{From: storetest.Base.Add(2 * time.Minute), To: storetest.Base.Add(5 * time.Minute)}, where(func(r record.Record) bool {
+				return !r.Timestamp.Before(storetest.Base.Add(2*time.Minute)) && r.Timestamp.Before(storetest.Base.Add(5*time.Minute))
 			})},
-			{"combined", Filter{Model: "gpt-4o", Channel: "ch-a", Label: "truncated"}, where(func(r record.Record) bool {
+			{"combined", store.Filter{Model: "gpt-4o", Channel: "ch-a", Label: "truncated"}, where(func(r record.Record) bool {
 				return r.Model == "gpt-4o" && r.Channel == "ch-a" && slices.Contains(r.Diagnosis, "truncated")
 			})},
-			{"none", Filter{Model: "no-such-model"}, []string{}},
+			{"none", store.Filter{Model: "no-such-model"}, []string{}},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
@@ -243,7 +239,7 @@ func TestList(t *testing.T) {
 					if pages > 20 {
 						t.Fatal("pagination does not end")
 					}
-					p, err := s.List(ctxT(t), f)
+					p, err := s.List(storetest.Ctx(t), f)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -265,7 +261,7 @@ func TestList(t *testing.T) {
 			})
 		}
 		// Listed records are whole: attempts and labels attached.
-		p, err := s.List(ctxT(t), Filter{Label: "generation_slow", Limit: 1})
+		p, err := s.List(storetest.Ctx(t), store.Filter{Label: "generation_slow", Limit: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -273,11 +269,11 @@ func TestList(t *testing.T) {
 		if !reflect.DeepEqual(p.Records[0], want) {
 			t.Errorf("listed record\n got %+v\nwant %+v", p.Records[0], want)
 		}
-		if _, err := s.List(ctxT(t), Filter{Cursor: "not a cursor!"}); !errors.Is(err, ErrBadCursor) {
+		if _, err := s.List(storetest.Ctx(t), store.Filter{Cursor: "not a cursor!"}); !errors.Is(err, store.ErrBadCursor) {
 			t.Errorf("bad cursor: %v", err)
 		}
-		for _, l := range []int{-1, MaxLimit + 1} {
-			if _, err := s.List(ctxT(t), Filter{Limit: l}); !errors.Is(err, ErrBadQuery) {
+		for _, l := range []int{-1, store.MaxLimit + 1} {
+			if _, err := s.List(storetest.Ctx(t), store.Filter{Limit: l}); !errors.Is(err, store.ErrBadQuery) {
 				t.Errorf("limit %d: %v", l, err)
 			}
 		}
@@ -285,34 +281,34 @@ func TestList(t *testing.T) {
 }
 
 func TestDeleteBefore(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, s Store) {
+	storetest.ForEachEngine(t, func(t *testing.T, s store.Store) {
 		if s.Engine() == "clickhouse" {
 			t.Skip("ClickHouse deletes whole days: TestClickHouseDeleteBeforeDropsDays")
 		}
-		if s.(*sqlStore).d.partitioned {
+		if s.Engine() == "postgres" {
 			testDropDays(t, s)
 			return
 		}
 		recs := listFixture(t, s) // 3 records a minute for 10 minutes
-		cut := testBase.Add(4 * time.Minute)
-		n, err := s.DeleteBefore(ctxT(t), cut, 5)
+		cut := storetest.Base.Add(4 * time.Minute)
+		n, err := s.DeleteBefore(storetest.Ctx(t), cut, 5)
 		if err != nil || n != 5 {
 			t.Fatalf("first batch: %d, %v; want 5", n, err)
 		}
 		// Oldest first.
 		for _, r := range recs[:5] {
-			if _, err := s.Get(ctxT(t), r.RequestID); !errors.Is(err, ErrNotFound) {
+			if _, err := s.Get(storetest.Ctx(t), r.RequestID); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("%s survived the first batch: %v", r.RequestID, err)
 			}
 		}
-		n, err = s.DeleteBefore(ctxT(t), cut, 100)
+		n, err = s.DeleteBefore(storetest.Ctx(t), cut, 100)
 		if err != nil || n != 7 {
 			t.Fatalf("second batch: %d, %v; want 7", n, err)
 		}
-		if n, err := s.DeleteBefore(ctxT(t), cut, 100); err != nil || n != 0 {
+		if n, err := s.DeleteBefore(storetest.Ctx(t), cut, 100); err != nil || n != 0 {
 			t.Fatalf("third batch: %d, %v; want 0", n, err)
 		}
-		p := must(s.List(ctxT(t), Filter{Limit: MaxLimit}))
+		p := storetest.Must(s.List(storetest.Ctx(t), store.Filter{Limit: store.MaxLimit}))
 		if len(p.Records) != 18 {
 			t.Fatalf("%d records left, want 18", len(p.Records))
 		}
@@ -322,10 +318,10 @@ func TestDeleteBefore(t *testing.T) {
 			}
 		}
 		// Side tables go with their records.
-		db := readDB(s)
+		db := storetest.ReadDB(s)
 		for _, table := range []string{"request_attempts", "request_labels"} {
 			var orphans int
-			err := db.QueryRowContext(ctxT(t), "SELECT COUNT(*) FROM "+table+
+			err := db.QueryRowContext(storetest.Ctx(t), "SELECT COUNT(*) FROM "+table+
 				" x WHERE NOT EXISTS (SELECT 1 FROM requests r WHERE r.request_id = x.request_id)").Scan(&orphans)
 			if err != nil || orphans != 0 {
 				t.Errorf("%s: %d orphans, %v", table, orphans, err)
@@ -334,58 +330,8 @@ func TestDeleteBefore(t *testing.T) {
 	})
 }
 
-// testDropDays is TestDeleteBefore on a store partitioned by day: whole
-// days that end by the cut go, whatever the limit, with their attempts,
-// labels and rollups; the day the cut falls within stays whole.
-func testDropDays(t *testing.T, s Store) {
-	day0 := testBase.Truncate(24 * time.Hour)
-	var recs []record.Record
-	for d, n := range []int{5, 4, 3} {
-		for i := range n {
-			recs = append(recs, fullRecord(fmt.Sprintf("req-d%d-%d", d, i),
-				day0.Add(time.Duration(d)*24*time.Hour+time.Duration(i+1)*time.Hour)))
-		}
-	}
-	insert(t, s, recs...)
-	cut := day0.Add(36 * time.Hour) // within the second day
-	if n, err := s.DeleteBefore(ctxT(t), cut, 1); err != nil || n != 5 {
-		t.Fatalf("first call: %d, %v; want the first day's 5", n, err)
-	}
-	if n, err := s.DeleteBefore(ctxT(t), cut, 100); err != nil || n != 0 {
-		t.Fatalf("second call: %d, %v; want 0", n, err)
-	}
-	p := must(s.List(ctxT(t), Filter{Limit: MaxLimit}))
-	if len(p.Records) != 7 {
-		t.Fatalf("%d records left, want the 7 of the second and third days", len(p.Records))
-	}
-	db := s.(*sqlStore).read
-	for _, table := range partitionedTables {
-		var gone, kept bool
-		if err := db.QueryRowContext(ctxT(t), "SELECT to_regclass($1) IS NULL, to_regclass($2) IS NOT NULL",
-			partitionName(table, day0.UnixNano()), partitionName(table, day0.Add(24*time.Hour).UnixNano())).Scan(&gone, &kept); err != nil {
-			t.Fatal(err)
-		}
-		if !gone || !kept {
-			t.Errorf("%s: first day's partition dropped %v, second day's kept %v", table, gone, kept)
-		}
-		var orphans int
-		if err := db.QueryRowContext(ctxT(t), "SELECT COUNT(*) FROM "+table+
-			" x WHERE NOT EXISTS (SELECT 1 FROM requests r WHERE r.request_id = x.request_id)").Scan(&orphans); err != nil || orphans != 0 {
-			t.Errorf("%s: %d orphans, %v", table, orphans, err)
-		}
-	}
-	var before, after int
-	if err := db.QueryRowContext(ctxT(t), "SELECT COUNT(CASE WHEN start_ns < $1 THEN 1 END), COUNT(CASE WHEN start_ns >= $1 THEN 1 END) FROM rollups",
-		day0.Add(24*time.Hour).UnixNano()).Scan(&before, &after); err != nil {
-		t.Fatal(err)
-	}
-	if before != 0 || after == 0 {
-		t.Errorf("rollups: %d left of the dropped day, %d of the kept ones", before, after)
-	}
-}
-
 func TestRetention(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, s Store) {
+	storetest.ForEachEngine(t, func(t *testing.T, s store.Store) {
 		if s.Engine() == "clickhouse" {
 			t.Skip("ClickHouse deletes whole days: TestClickHouseDeleteBeforeDropsDays")
 		}
@@ -393,37 +339,37 @@ func TestRetention(t *testing.T) {
 		// last 1000 minutes. purge takes several batches of 1000.
 		var recs []record.Record
 		for i := range 2500 {
-			recs = append(recs, sparseRecord(idN(i), testBase.Add(time.Duration(i)*time.Minute)))
+			recs = append(recs, storetest.SparseRecord(storetest.IDN(i), storetest.Base.Add(time.Duration(i)*time.Minute)))
 		}
-		insert(t, s, recs...)
-		now := testBase.Add(2500 * time.Minute)
+		storetest.Insert(t, s, recs...)
+		now := storetest.Base.Add(2500 * time.Minute)
 		// Records of the last 1000 minutes stay; on PostgreSQL, those of
 		// the whole day the cut falls within.
 		first := 1500
-		if s.(*sqlStore).d.partitioned {
+		if s.Engine() == "postgres" {
 			cutDay := now.Add(-1000 * time.Minute).Truncate(24 * time.Hour)
-			first = int(math.Ceil(cutDay.Sub(testBase).Minutes()))
+			first = int(math.Ceil(cutDay.Sub(storetest.Base).Minutes()))
 		}
 		want := 2500 - first
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
-			RunRetention(ctx, s, 1000*time.Minute, time.Hour, func() time.Time { return now }, nil)
+			store.RunRetention(ctx, s, 1000*time.Minute, time.Hour, func() time.Time { return now }, nil)
 			close(done)
 		}()
 		deadline := time.Now().Add(20 * time.Second)
 		for {
 			var kept []record.Record
-			for f := (Filter{Limit: MaxLimit}); ; {
-				p := must(s.List(ctxT(t), f))
+			for f := (store.Filter{Limit: store.MaxLimit}); ; {
+				p := storetest.Must(s.List(storetest.Ctx(t), f))
 				kept = append(kept, p.Records...)
 				if f.Cursor = p.Next; p.Next == "" {
 					break
 				}
 			}
 			if len(kept) == want {
-				if oldest := kept[len(kept)-1]; oldest.RequestID != idN(first) {
-					t.Errorf("oldest kept record %s, want %s", oldest.RequestID, idN(first))
+				if oldest := kept[len(kept)-1]; oldest.RequestID != storetest.IDN(first) {
+					t.Errorf("oldest kept record %s, want %s", oldest.RequestID, storetest.IDN(first))
 				}
 				break
 			}
@@ -441,61 +387,10 @@ func TestRetention(t *testing.T) {
 	})
 }
 
-func TestMigrationsIdempotentAndConcurrent(t *testing.T) {
-	for _, e := range sqlEngines() { // ClickHouse: TestClickHouseMigrationsOnce
-		t.Run(e.name, func(t *testing.T) {
-			s, dsn := e.open(t)
-			insert(t, s, fullRecord("req-1", testBase))
-			// Replicas starting at once against one database.
-			var wg sync.WaitGroup
-			errs := make(chan error, 3)
-			for range 3 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					s2, err := Open(context.Background(), dsn)
-					if err != nil {
-						errs <- err
-						return
-					}
-					if _, err := s2.Get(context.Background(), "req-1"); err != nil {
-						errs <- err
-					}
-					errs <- s2.Close()
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				if err != nil {
-					t.Error(err)
-				}
-			}
-			var versions int
-			if err := readDB(s).QueryRowContext(ctxT(t), "SELECT COUNT(*) FROM schema_migrations").Scan(&versions); err != nil {
-				t.Fatal(err)
-			}
-			if ms, _ := loadMigrations(); versions != len(ms) {
-				t.Errorf("schema_migrations has %d rows, want %d", versions, len(ms))
-			}
-			// A database migrated by a newer ttfx is refused, not mangled.
-			if _, err := writeDB(s).ExecContext(ctxT(t), "INSERT INTO schema_migrations (version, name, applied_ns) VALUES (9999, 'future.sql', 0)"); err != nil {
-				t.Fatal(err)
-			}
-			if s3, err := Open(context.Background(), dsn); err == nil || !strings.Contains(err.Error(), "newer") {
-				if s3 != nil {
-					s3.Close()
-				}
-				t.Errorf("open of a newer schema: %v", err)
-			}
-		})
-	}
-}
-
 func TestOpenDSN(t *testing.T) {
 	dir := t.TempDir()
 	for _, dsn := range []string{"sqlite:" + dir + "/a.db", "sqlite://" + dir + "/b.db", dir + "/c.db"} {
-		s, err := Open(context.Background(), dsn)
+		s, err := store.Open(context.Background(), dsn)
 		if err != nil {
 			t.Errorf("open %s: %v", dsn, err)
 			continue
@@ -506,7 +401,7 @@ func TestOpenDSN(t *testing.T) {
 		s.Close()
 	}
 	for _, dsn := range []string{"", "mysql://u:secret@h/db", "sqlite:", "sqlite:a.db?mode=ro"} {
-		if s, err := Open(context.Background(), dsn); err == nil {
+		if s, err := store.Open(context.Background(), dsn); err == nil {
 			s.Close()
 			t.Errorf("open %q succeeded", dsn)
 		} else if strings.Contains(err.Error(), "secret") {
@@ -517,7 +412,7 @@ func TestOpenDSN(t *testing.T) {
 	// password stays out of it.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := Open(ctx, "postgres://ttfx:hunter2@127.0.0.1:1/ttfx?sslmode=disable&connect_timeout=2")
+	_, err := store.Open(ctx, "postgres://ttfx:hunter2@127.0.0.1:1/ttfx?sslmode=disable&connect_timeout=2")
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("open unreachable postgres: %v", err)
 	}
@@ -526,12 +421,12 @@ func TestOpenDSN(t *testing.T) {
 func TestSpanPrecision(t *testing.T) {
 	// Float milliseconds keep nanoseconds exactly on both engines
 	// (timeline.fromMs rounds to the nearest nanosecond).
-	forEachEngine(t, func(t *testing.T, s Store) {
-		r := sparseRecord("req-ns", testBase)
+	storetest.ForEachEngine(t, func(t *testing.T, s store.Store) {
+		r := storetest.SparseRecord("req-ns", storetest.Base)
 		r.FirstTextDeltaMs = timeline.At(123456789 * time.Nanosecond)
 		r.TotalHandlerMs = timeline.At(86399999999999 * time.Nanosecond) // a day less 1ns
-		insert(t, s, r)
-		got := must(s.Get(ctxT(t), "req-ns"))
+		storetest.Insert(t, s, r)
+		got := storetest.Must(s.Get(storetest.Ctx(t), "req-ns"))
 		if got.FirstTextDeltaMs != r.FirstTextDeltaMs || got.TotalHandlerMs != r.TotalHandlerMs {
 			t.Errorf("got %v %v, want %v %v", got.FirstTextDeltaMs, got.TotalHandlerMs, r.FirstTextDeltaMs, r.TotalHandlerMs)
 		}
@@ -541,22 +436,22 @@ func TestSpanPrecision(t *testing.T) {
 func TestFilterBoundsOutsideStoredRange(t *testing.T) {
 	// Bounds a client may send, far outside what a timestamp can be, still
 	// select correctly (time.UnixNano is undefined before 1678).
-	forEachEngine(t, func(t *testing.T, s Store) {
-		insert(t, s, fullRecord("req-1", testBase))
+	storetest.ForEachEngine(t, func(t *testing.T, s store.Store) {
+		storetest.Insert(t, s, storetest.FullRecord("req-1", storetest.Base))
 		for _, c := range []struct {
-			f    Filter
+			f    store.Filter
 			want int
 		}{
-			{Filter{From: time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)}, 1},
-			{Filter{To: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}, 1},
-			{Filter{From: time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), To: time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC)}, 0},
-			{Filter{From: time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC)}, 0},
+			{store.Filter{From: time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)}, 1},
+			{store.Filter{To: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}, 1},
+			{store.Filter{From: time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), To: time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC)}, 0},
+			{store.Filter{From: time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC)}, 0},
 		} {
-			p, err := s.List(ctxT(t), c.f)
+			p, err := s.List(storetest.Ctx(t), c.f)
 			if err != nil || len(p.Records) != c.want {
 				t.Errorf("%v..%v: %d records, %v; want %d", c.f.From, c.f.To, len(p.Records), err, c.want)
 			}
-			st, err := s.Stats(ctxT(t), StatsQuery{Filter: c.f})
+			st, err := s.Stats(storetest.Ctx(t), store.StatsQuery{Filter: c.f})
 			if err != nil || len(st.Groups) != c.want {
 				t.Errorf("stats %v..%v: %d groups, %v; want %d", c.f.From, c.f.To, len(st.Groups), err, c.want)
 			}
@@ -572,22 +467,22 @@ func TestConcurrentFirstOpen(t *testing.T) {
 		"postgres":   func(t *testing.T) string { return testenv.PostgresSchema(t) },
 		"clickhouse": func(t *testing.T) string { return testenv.ClickHouseDatabase(t) },
 	}
-	for _, e := range engines() {
-		t.Run(e.name, func(t *testing.T) {
-			dsn := dsns[e.name](t)
+	for _, e := range storetest.Engines() {
+		t.Run(e.Name, func(t *testing.T) {
+			dsn := dsns[e.Name](t)
 			var wg sync.WaitGroup
 			errs := make(chan error, 4)
 			for i := range 4 {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					s, err := Open(context.Background(), dsn)
+					s, err := store.Open(context.Background(), dsn)
 					if err != nil {
 						errs <- err
 						return
 					}
 					defer s.Close()
-					errs <- s.Insert(context.Background(), []record.Record{fullRecord(idN(i), testBase)})
+					errs <- s.Insert(context.Background(), []record.Record{storetest.FullRecord(storetest.IDN(i), storetest.Base)})
 				}()
 			}
 			wg.Wait()
@@ -597,14 +492,64 @@ func TestConcurrentFirstOpen(t *testing.T) {
 					t.Error(err)
 				}
 			}
-			s, err := Open(context.Background(), dsn)
+			s, err := store.Open(context.Background(), dsn)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			if n := countAll(t, s); n != 4 {
+			if n := storetest.CountAll(t, s); n != 4 {
 				t.Errorf("%d records, want 4", n)
 			}
 		})
+	}
+}
+
+// testDropDays is TestDeleteBefore on a store partitioned by day: whole
+// days that end by the cut go, whatever the limit, with their attempts,
+// labels and rollups; the day the cut falls within stays whole.
+func testDropDays(t *testing.T, s store.Store) {
+	day0 := storetest.Base.Truncate(24 * time.Hour)
+	var recs []record.Record
+	for d, n := range []int{5, 4, 3} {
+		for i := range n {
+			recs = append(recs, storetest.FullRecord(fmt.Sprintf("req-d%d-%d", d, i),
+				day0.Add(time.Duration(d)*24*time.Hour+time.Duration(i+1)*time.Hour)))
+		}
+	}
+	storetest.Insert(t, s, recs...)
+	cut := day0.Add(36 * time.Hour) // within the second day
+	if n, err := s.DeleteBefore(storetest.Ctx(t), cut, 1); err != nil || n != 5 {
+		t.Fatalf("first call: %d, %v; want the first day's 5", n, err)
+	}
+	if n, err := s.DeleteBefore(storetest.Ctx(t), cut, 100); err != nil || n != 0 {
+		t.Fatalf("second call: %d, %v; want 0", n, err)
+	}
+	p := storetest.Must(s.List(storetest.Ctx(t), store.Filter{Limit: store.MaxLimit}))
+	if len(p.Records) != 7 {
+		t.Fatalf("%d records left, want the 7 of the second and third days", len(p.Records))
+	}
+	db := storetest.ReadDB(s)
+	for _, table := range []string{"requests", "request_attempts", "request_labels"} { // partitioned by day
+		var gone, kept bool
+		if err := db.QueryRowContext(storetest.Ctx(t), "SELECT to_regclass($1) IS NULL, to_regclass($2) IS NOT NULL",
+			table+"_d"+day0.Format("20060102"), table+"_d"+day0.Add(24*time.Hour).Format("20060102")).Scan(&gone, &kept); err != nil {
+			t.Fatal(err)
+		}
+		if !gone || !kept {
+			t.Errorf("%s: first day's partition dropped %v, second day's kept %v", table, gone, kept)
+		}
+		var orphans int
+		if err := db.QueryRowContext(storetest.Ctx(t), "SELECT COUNT(*) FROM "+table+
+			" x WHERE NOT EXISTS (SELECT 1 FROM requests r WHERE r.request_id = x.request_id)").Scan(&orphans); err != nil || orphans != 0 {
+			t.Errorf("%s: %d orphans, %v", table, orphans, err)
+		}
+	}
+	var before, after int
+	if err := db.QueryRowContext(storetest.Ctx(t), "SELECT COUNT(CASE WHEN start_ns < $1 THEN 1 END), COUNT(CASE WHEN start_ns >= $1 THEN 1 END) FROM rollups",
+		day0.Add(24*time.Hour).UnixNano()).Scan(&before, &after); err != nil {
+		t.Fatal(err)
+	}
+	if before != 0 || after == 0 {
+		t.Errorf("rollups: %d left of the dropped day, %d of the kept ones", before, after)
 	}
 }

@@ -1,4 +1,4 @@
-package store
+package store_test
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ttfx/ttfx/internal/store"
+	"github.com/ttfx/ttfx/internal/store/storetest"
 
 	"github.com/ttfx/ttfx/internal/testenv"
 )
@@ -39,12 +42,12 @@ func holdWriteLock(t *testing.T, engine, dsn string) (release func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx, err := db.BeginTx(ctxT(t), nil)
+	tx, err := db.BeginTx(storetest.Ctx(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if lock != "" {
-		if _, err := tx.ExecContext(ctxT(t), lock); err != nil {
+		if _, err := tx.ExecContext(storetest.Ctx(t), lock); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -61,22 +64,22 @@ func holdWriteLock(t *testing.T, engine, dsn string) (release func()) {
 }
 
 func TestWriterWaitsOutHeldLock(t *testing.T) {
-	for _, e := range sqlEngines() { // ClickHouse takes no locks a session could hold
-		t.Run(e.name, func(t *testing.T) {
-			s, dsn := e.open(t)
-			release := holdWriteLock(t, e.name, dsn)
-			opts := fastRetry
+	for _, e := range storetest.SQLEngines() { // ClickHouse takes no locks a session could hold
+		t.Run(e.Name, func(t *testing.T) {
+			s, dsn := e.Open(t)
+			release := holdWriteLock(t, e.Name, dsn)
+			opts := storetest.FastRetry
 			opts.WriteTimeout = 300 * time.Millisecond
-			w := NewWriter(s, opts)
+			w := store.NewWriter(s, opts)
 			defer w.Close(context.Background())
 			for i := range 20 {
-				w.Record(new(fullRecord(idN(i), testBase.Add(time.Duration(i)*time.Millisecond))))
+				w.Record(new(storetest.FullRecord(storetest.IDN(i), storetest.Base.Add(time.Duration(i)*time.Millisecond))))
 			}
 			// Several write timeouts while the lock is held, the store
 			// answering pings all along.
-			waitFor(t, "three failed writes", func() bool { return w.Stats().FailedBatches >= 3 })
+			storetest.WaitFor(t, "three failed writes", func() bool { return w.Stats().FailedBatches >= 3 })
 			time.Sleep(time.Second)
-			if err := s.Ping(ctxT(t)); err != nil {
+			if err := s.Ping(storetest.Ctx(t)); err != nil {
 				t.Fatalf("the store should answer pings during the lock: %v", err)
 			}
 			st := w.Stats()
@@ -87,12 +90,12 @@ func TestWriterWaitsOutHeldLock(t *testing.T) {
 			t.Logf("last error while locked: %s", st.LastError)
 
 			release()
-			waitFor(t, "the queue to drain after the lock", func() bool { return w.Stats().Queued == 0 })
+			storetest.WaitFor(t, "the queue to drain after the lock", func() bool { return w.Stats().Queued == 0 })
 			st = w.Stats()
 			if st.Written != 20 || st.Rejected != 0 || st.Retrying {
 				t.Errorf("after the lock: %+v", st)
 			}
-			if n := countAll(t, s); n != 20 {
+			if n := storetest.CountAll(t, s); n != 20 {
 				t.Errorf("%d records stored, want 20", n)
 			}
 		})
@@ -102,21 +105,21 @@ func TestWriterWaitsOutHeldLock(t *testing.T) {
 func TestWriterWaitsOutFullSQLite(t *testing.T) {
 	// The database may not grow (as on a full disk): SQLITE_FULL is an
 	// outage, and once there is room every record is written.
-	s, _ := openTestSQLite(t)
-	wdb := s.(*sqlStore).write // one connection, so the pragma sticks
+	s, _ := storetest.OpenSQLite(t)
+	wdb := storetest.WriteDB(s) // one connection, so the pragma sticks
 	var pages int
-	if err := wdb.QueryRowContext(ctxT(t), "PRAGMA page_count").Scan(&pages); err != nil {
+	if err := wdb.QueryRowContext(storetest.Ctx(t), "PRAGMA page_count").Scan(&pages); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := wdb.ExecContext(ctxT(t), fmt.Sprintf("PRAGMA max_page_count = %d", pages)); err != nil {
+	if _, err := wdb.ExecContext(storetest.Ctx(t), fmt.Sprintf("PRAGMA max_page_count = %d", pages)); err != nil {
 		t.Fatal(err)
 	}
-	w := NewWriter(s, fastRetry)
+	w := store.NewWriter(s, storetest.FastRetry)
 	defer w.Close(context.Background())
 	for i := range 200 {
-		w.Record(new(fullRecord(idN(i), testBase.Add(time.Duration(i)*time.Millisecond))))
+		w.Record(new(storetest.FullRecord(storetest.IDN(i), storetest.Base.Add(time.Duration(i)*time.Millisecond))))
 	}
-	waitFor(t, "three failed writes", func() bool { return w.Stats().FailedBatches >= 3 })
+	storetest.WaitFor(t, "three failed writes", func() bool { return w.Stats().FailedBatches >= 3 })
 	st := w.Stats()
 	// A first record may still fit in the pages there are; the rest
 	// cannot.
@@ -124,52 +127,17 @@ func TestWriterWaitsOutFullSQLite(t *testing.T) {
 		t.Errorf("while the database is full: %+v", st)
 	}
 	accounted(t, st, 200)
-	if _, err := wdb.ExecContext(ctxT(t), "PRAGMA max_page_count = 1073741823"); err != nil {
+	if _, err := wdb.ExecContext(storetest.Ctx(t), "PRAGMA max_page_count = 1073741823"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the queue to drain", func() bool { return w.Stats().Queued == 0 })
+	storetest.WaitFor(t, "the queue to drain", func() bool { return w.Stats().Queued == 0 })
 	if st := w.Stats(); st.Written != 200 || st.Rejected != 0 || st.Retrying {
 		t.Errorf("after making room: %+v", st)
 	}
 }
 
-func TestWriterWaitsOutReadOnlyPostgres(t *testing.T) {
-	// A PostgreSQL that has become read-only (a standby after a
-	// failover) refuses every write with SQLSTATE 25006 and answers
-	// pings: the records wait, and are counted as dropped only when
-	// Close gives up on them, never as rejected.
-	dsn := testenv.PostgresSchema(t)
-	s, err := Open(ctxT(t), dsn) // migrates
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	ro, err := sql.Open("pgx", dsn+"&default_transaction_read_only=on")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ro.Close()
-	w := NewWriter(newSQLStore(postgresDialect, ro, ro), fastRetry)
-	for i := range 10 {
-		w.Record(new(fullRecord(idN(i), testBase)))
-	}
-	waitFor(t, "three failed writes", func() bool { return w.Stats().FailedBatches >= 3 })
-	st := w.Stats()
-	if st.Rejected != 0 || !st.Retrying || st.Queued != 10 || !strings.Contains(st.LastError, "25006") {
-		t.Errorf("against a read-only database: %+v", st)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	if err := w.Close(ctx); err == nil {
-		t.Error("close against a read-only database reported every record written")
-	}
-	if st := w.Stats(); st.Rejected != 0 || st.Dropped != 10 {
-		t.Errorf("after close: %+v", st)
-	}
-}
-
 // faultCase is an error a probe of a real database returned, and whether
-// dataFault must call it the record's fault.
+// store.DataFault storetest.Must call it the record's fault.
 type faultCase struct {
 	name string
 	err  error
@@ -177,7 +145,7 @@ type faultCase struct {
 }
 
 // checkFaults fails t for each case whose probe did not fail or that
-// dataFault classifies wrongly (wrapped, as the writer sees it).
+// store.DataFault classifies wrongly (wrapped, as the writer sees it).
 func checkFaults(t *testing.T, cases []faultCase) {
 	t.Helper()
 	for _, c := range cases {
@@ -185,8 +153,8 @@ func checkFaults(t *testing.T, cases []faultCase) {
 			t.Errorf("%s: the probe did not fail", c.name)
 			continue
 		}
-		if got := dataFault(fmt.Errorf("insert requests: %w", c.err)); got != c.data {
-			t.Errorf("%s (%T: %v): dataFault %v, want %v", c.name, c.err, c.err, got, c.data)
+		if got := store.DataFault(fmt.Errorf("insert requests: %w", c.err)); got != c.data {
+			t.Errorf("%s (%T: %v): store.DataFault %v, want %v", c.name, c.err, c.err, got, c.data)
 		}
 	}
 }
@@ -240,7 +208,7 @@ func TestDataFault(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer db.Close()
-		ctx := ctxT(t)
+		ctx := storetest.Ctx(t)
 		if _, err := db.ExecContext(ctx, "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)"); err != nil {
 			t.Fatal(err)
 		}
@@ -281,13 +249,13 @@ func TestDataFault(t *testing.T) {
 			{"context deadline", deadline, false},
 			{"connection refused", refused.PingContext(ctx), false},
 			{"no such table 42P01", probe("INSERT INTO missing (id) VALUES (1)"), false},
-			{"invalid record", fmt.Errorf("%w: empty request id", ErrInvalidRecord), true},
+			{"invalid record", fmt.Errorf("%w: empty request id", store.ErrInvalidRecord), true},
 		})
 	})
 }
 
 // TestDataFaultClickHouse probes a real ClickHouse server for the errors
-// the writer must tell apart: a value the server cannot take is the
+// the writer storetest.Must tell apart: a value the server cannot take is the
 // record's fault, a missing table or a lost server is an outage.
 func TestDataFaultClickHouse(t *testing.T) {
 	dsn := testenv.ClickHouseDatabase(t)
@@ -296,7 +264,7 @@ func TestDataFaultClickHouse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	ctx := ctxT(t)
+	ctx := storetest.Ctx(t)
 	if _, err := db.ExecContext(ctx, "CREATE TABLE t (id Int64, v String) ENGINE = MergeTree() ORDER BY id"); err != nil {
 		t.Fatal(err)
 	}
@@ -343,11 +311,11 @@ func TestDataFaultClickHouse(t *testing.T) {
 // function is called.
 func holdTable(t *testing.T, db *sql.DB, table string) (release func()) {
 	t.Helper()
-	tx, err := db.BeginTx(ctxT(t), nil)
+	tx, err := db.BeginTx(storetest.Ctx(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.ExecContext(ctxT(t), "LOCK TABLE "+table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+	if _, err := tx.ExecContext(storetest.Ctx(t), "LOCK TABLE "+table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
 		tx.Rollback()
 		t.Fatal(err)
 	}
@@ -361,41 +329,41 @@ func holdTable(t *testing.T, db *sql.DB, table string) (release func()) {
 func TestWriterNotStarvedByReads(t *testing.T) {
 	// Every read connection busy (as with a burst of /api/stats calls):
 	// the writer still writes at once, on connections of its own.
-	forEachEngine(t, func(t *testing.T, s Store) {
+	storetest.ForEachEngine(t, func(t *testing.T, s store.Store) {
 		// What one insert costs with the pools free: ClickHouse's is
 		// several statements, each a part on disk, slower than a second
 		// on a loaded machine.
 		start := time.Now()
-		insert(t, s, fullRecord("req-baseline", testBase))
+		storetest.Insert(t, s, storetest.FullRecord("req-baseline", storetest.Base))
 		baseline := time.Since(start)
-		read := readDB(s)
+		read := storetest.ReadDB(s)
 		n := read.Stats().MaxOpenConnections
 		if n <= 0 {
 			t.Fatal("the read pool is unbounded: it cannot be saturated, and neither can the database")
 		}
 		for range n {
-			c, err := read.Conn(ctxT(t))
+			c, err := read.Conn(storetest.Ctx(t))
 			if err != nil {
 				t.Fatal(err)
 			}
 			// A read in progress on every connection.
-			tx, err := c.BeginTx(ctxT(t), &sql.TxOptions{ReadOnly: true})
+			tx, err := c.BeginTx(storetest.Ctx(t), &sql.TxOptions{ReadOnly: true})
 			if err != nil {
 				t.Fatal(err)
 			}
 			var k int
-			if err := tx.QueryRowContext(ctxT(t), "SELECT COUNT(*) FROM requests").Scan(&k); err != nil {
+			if err := tx.QueryRowContext(storetest.Ctx(t), "SELECT COUNT(*) FROM requests").Scan(&k); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { tx.Rollback(); c.Close() })
 		}
-		opts := fastRetry
+		opts := storetest.FastRetry
 		opts.WriteTimeout = 2*time.Second + 2*baseline
 		opts.FlushInterval = time.Nanosecond // at once, on every engine
-		w := NewWriter(s, opts)
+		w := store.NewWriter(s, opts)
 		defer w.Close(context.Background())
 		start = time.Now()
-		w.Record(new(fullRecord("req-starved", testBase)))
+		w.Record(new(storetest.FullRecord("req-starved", storetest.Base)))
 		deadline := time.Now().Add(3*time.Second + 2*baseline)
 		for w.Stats().Written == 0 && time.Now().Before(deadline) {
 			time.Sleep(2 * time.Millisecond)
@@ -406,7 +374,7 @@ func TestWriterNotStarvedByReads(t *testing.T) {
 		if d := time.Since(start); w.Stats().Written != 1 || d > time.Second+2*baseline {
 			t.Errorf("with %d reads holding the read pool the record took %v (an insert with them free: %v): %+v", n, d, baseline, w.Stats())
 		}
-		if err := s.Ping(ctxT(t)); err != nil {
+		if err := s.Ping(storetest.Ctx(t)); err != nil {
 			t.Errorf("ping with the read pool busy: %v", err)
 		}
 	})

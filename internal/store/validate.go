@@ -14,10 +14,10 @@ import (
 // they are and small enough that no column can carry a body.
 const (
 	MaxIDLen     = 128 // bytes of a request id
-	maxNameLen   = 256 // bytes of every other string but errors
-	maxErrorLen  = 512 // bytes of an error summary
-	maxAttempts  = 64  // attempts kept per request
-	maxLabels    = 32  // diagnosis labels kept per request
+	MaxNameLen   = 256 // bytes of every other string but errors
+	MaxErrorLen  = 512 // bytes of an error summary
+	MaxAttempts  = 64  // attempts kept per request
+	MaxLabels    = 32  // diagnosis labels kept per request
 	maxEventsCnt = 1<<31 - 1
 )
 
@@ -50,7 +50,7 @@ func Validate(r *record.Record) error {
 // at most max bytes, cut at a rune boundary. A model name is the one string
 // a client chooses, and a client must not be able to make a record
 // unstorable with it.
-func clean(s string, max int) string {
+func Clean(s string, max int) string {
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
@@ -67,8 +67,8 @@ func clean(s string, max int) string {
 	return s
 }
 
-// clampCount keeps a counter within the INTEGER column on both engines.
-func clampCount(n int) int {
+// ClampCount keeps a counter within the INTEGER column on both engines.
+func ClampCount(n int) int {
 	if n < 0 {
 		return 0
 	}

@@ -5,14 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
-
-	chcolumn "github.com/ClickHouse/clickhouse-go/v2/lib/column"
-	"github.com/jackc/pgx/v5/pgconn"
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/ttfx/ttfx/internal/record"
 )
@@ -111,7 +105,7 @@ type WriterStats struct {
 // When the store fails the writer keeps its batch and retries with backoff
 // while new records queue up to QueueSize; past that, records are dropped
 // and counted. Only when the database refuses a batch for its data (a
-// constraint or data exception, see dataFault) is the batch written record
+// constraint or data exception, see DataFault) is the batch written record
 // by record and the records it still refuses counted as rejected, so one
 // bad record cannot stall the queue. Nothing is lost without being counted
 // (SPEC.md §7).
@@ -208,7 +202,7 @@ func (w *Writer) Record(r *record.Record) {
 		w.stats.Rejected++
 		w.noteError(err)
 		w.mu.Unlock()
-		w.log.Warn("store: record rejected", "request_id", clean(r.RequestID, MaxIDLen), "err", err)
+		w.log.Warn("store: record rejected", "request_id", Clean(r.RequestID, MaxIDLen), "err", err)
 		return
 	}
 	w.mu.Lock()
@@ -424,7 +418,7 @@ func (w *Writer) take(batch []record.Record) []record.Record {
 // write stores batch, retrying with backoff while the store is failing,
 // until every record is written or rejected, or Close gives up.
 //
-// Only a failure proven to be about the records' data (see dataFault) sends
+// Only a failure proven to be about the records' data (see DataFault) sends
 // the batch record by record to find the one at fault. Everything else —
 // a lock held by another session, a full disk, a read-only database after a
 // failover, a write slower than WriteTimeout, a lost connection — is an
@@ -442,7 +436,7 @@ func (w *Writer) write(batch []record.Record) {
 		if w.ctx.Err() != nil {
 			return // Close gave up; it counts what is left
 		}
-		if dataFault(err) {
+		if DataFault(err) {
 			// Some record in the batch can never be stored: record by
 			// record isolates it, so one bad record cannot stall the queue.
 			var n int
@@ -476,7 +470,7 @@ func (w *Writer) writeEach(batch []record.Record) (int, error) {
 		switch {
 		case err == nil:
 			w.settle(1, 0)
-		case w.ctx.Err() == nil && dataFault(err):
+		case w.ctx.Err() == nil && DataFault(err):
 			w.settle(0, 1)
 			w.log.Error("store: record rejected by the store", "request_id", batch[i].RequestID, "err", err)
 		default:
@@ -486,59 +480,31 @@ func (w *Writer) writeEach(batch []record.Record) (int, error) {
 	return len(batch), nil
 }
 
-// dataFault reports whether err proves that the records themselves cannot
+// DataFault reports whether err proves that the records themselves cannot
 // be stored, as opposed to the store being unable to take them now. Only
 // these are grounds to reject a record:
 //
 //   - ErrInvalidRecord (Validate);
-//   - a PostgreSQL error of SQLSTATE class 22 (data exception) or 23
-//     (integrity constraint violation);
-//   - a SQLite SQLITE_CONSTRAINT, SQLITE_MISMATCH or SQLITE_TOOBIG result
-//     (the primary code: the low byte of an extended one);
-//   - a ClickHouse exception that names the data (chDataCodes), or a value
-//     the driver could not convert to its column's type.
+//   - an error a registered engine's DataFault names: a PostgreSQL error of
+//     SQLSTATE class 22 (data exception) or 23 (integrity constraint
+//     violation); a SQLite SQLITE_CONSTRAINT, SQLITE_MISMATCH or
+//     SQLITE_TOOBIG result; a ClickHouse exception that names the data, or
+//     a value the driver could not convert to its column's type.
 //
 // Everything else is not: timeouts, SQLITE_BUSY/LOCKED, SQLITE_FULL,
 // PostgreSQL 25006 (read-only transaction, as after a failover), lock and
 // statement timeouts, connection errors, and any error this function does
 // not recognise — an unknown failure costs a retry, a wrong rejection
 // costs the record.
-// chDataCodes are the ClickHouse error codes that say a value could not be
-// stored as given (ErrorCodes.cpp; the same numbers in 18.16 and today).
-var chDataCodes = map[int32]string{
-	6:   "CANNOT_PARSE_TEXT",
-	27:  "CANNOT_PARSE_INPUT_ASSERTION_FAILED",
-	53:  "TYPE_MISMATCH",
-	69:  "ARGUMENT_OUT_OF_BOUND",
-	70:  "CANNOT_CONVERT_TYPE",
-	72:  "CANNOT_PARSE_NUMBER",
-	117: "INCORRECT_DATA",
-	131: "TOO_LARGE_STRING_SIZE",
-	349: "CANNOT_INSERT_NULL_IN_ORDINARY_COLUMN",
-}
-
-func dataFault(err error) bool {
+func DataFault(err error) bool {
 	if errors.Is(err, ErrInvalidRecord) {
 		return true
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return false
 	}
-	var pg *pgconn.PgError
-	if errors.As(err, &pg) {
-		return strings.HasPrefix(pg.Code, "22") || strings.HasPrefix(pg.Code, "23")
-	}
-	if _, ok := chDataCodes[chCode(err)]; ok {
-		return true
-	}
-	var conv *chcolumn.ColumnConverterError
-	if errors.As(err, &conv) {
-		return true
-	}
-	var lite *sqlite.Error
-	if errors.As(err, &lite) {
-		switch lite.Code() & 0xff {
-		case sqlite3.SQLITE_CONSTRAINT, sqlite3.SQLITE_MISMATCH, sqlite3.SQLITE_TOOBIG:
+	for _, e := range Engines() {
+		if e.DataFault != nil && e.DataFault(err) {
 			return true
 		}
 	}

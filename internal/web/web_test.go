@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/ttfx/ttfx/internal/store/chstore"  // registers ClickHouse
+	_ "github.com/ttfx/ttfx/internal/store/sqlstore" // registers SQLite and PostgreSQL
+
 	"github.com/ttfx/ttfx/internal/api"
 	"github.com/ttfx/ttfx/internal/auth"
 	"github.com/ttfx/ttfx/internal/config"

@@ -1,4 +1,4 @@
-package store
+package chstore
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ttfx/ttfx/internal/store"
+
 	"github.com/ClickHouse/clickhouse-go/v2"
 )
 
@@ -25,7 +27,7 @@ import (
 // partitioned by day and sorted by time, then group, channel and model.
 // Summaries come from the same rollups (per-minute sketches, compacted to
 // ten minutes, hours and days) as on the other engines, stored in a
-// ReplacingMergeTree and merged in Go by the same code (statsAcc).
+// ReplacingMergeTree and merged in Go by the same code (Acc).
 //
 // Its SQL keeps to what ClickHouse 18.16 — Debian's package — accepts, and
 // nothing removed since.
@@ -63,19 +65,6 @@ const (
 	clickhouseFlushInterval = 500 * time.Millisecond
 )
 
-// Batcher is a Store that wants batches of its own size from a Writer:
-// BatchSize records at most, and a queue that is not full waits up to
-// FlushInterval for more before it is written.
-type Batcher interface {
-	WriterBatching() (batchSize int, flushInterval time.Duration)
-}
-
-// Laner is a store that can take several inserts at once: a Writer over it
-// runs WriterLanes of them.
-type Laner interface {
-	WriterLanes() int
-}
-
 // WriterBatching implements Batcher.
 func (s *chStore) WriterBatching() (int, time.Duration) {
 	return clickhouseBatchSize, clickhouseFlushInterval
@@ -84,13 +73,13 @@ func (s *chStore) WriterBatching() (int, time.Duration) {
 // openClickHouse opens clickhouse://user:pass@host:9000/db (the native
 // protocol; the options are clickhouse-go's) and applies the migrations.
 // The database must exist.
-func openClickHouse(ctx context.Context, dsn string) (Store, error) {
+func openClickHouse(ctx context.Context, dsn string) (store.Store, error) {
 	opts, err := clickhouse.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", redactDSN(dsn), err)
+		return nil, fmt.Errorf("open store %s: %w", store.RedactDSN(dsn), err)
 	}
 	if opts.Auth.Database == "" {
-		return nil, fmt.Errorf("open store %s: the DSN names no database (clickhouse://host:9000/db)", redactDSN(dsn))
+		return nil, fmt.Errorf("open store %s: the DSN names no database (clickhouse://host:9000/db)", store.RedactDSN(dsn))
 	}
 	open := func(conns int) (*sql.DB, error) {
 		o := *opts
@@ -101,7 +90,7 @@ func openClickHouse(ctx context.Context, dsn string) (Store, error) {
 		db.SetConnMaxIdleTime(5 * time.Minute)
 		if err := db.PingContext(ctx); err != nil {
 			db.Close()
-			return nil, fmt.Errorf("open store %s: %w", redactDSN(dsn), err)
+			return nil, fmt.Errorf("open store %s: %w", store.RedactDSN(dsn), err)
 		}
 		return db, nil
 	}
@@ -111,7 +100,7 @@ func openClickHouse(ctx context.Context, dsn string) (Store, error) {
 	}
 	if err := chMigrate(ctx, write); err != nil {
 		write.Close()
-		return nil, fmt.Errorf("open store %s: %w", redactDSN(dsn), err)
+		return nil, fmt.Errorf("open store %s: %w", store.RedactDSN(dsn), err)
 	}
 	read, err := open(clickhouseReadConns)
 	if err != nil {
@@ -119,7 +108,7 @@ func openClickHouse(ctx context.Context, dsn string) (Store, error) {
 		return nil, err
 	}
 	return &chStore{write: write, read: read,
-		statsSlots: make(chan struct{}, MaxConcurrentStats), maxStatsRows: MaxStatsRows}, nil
+		statsSlots: make(chan struct{}, store.MaxConcurrentStats), maxStatsRows: store.MaxStatsRows}, nil
 }
 
 func (s *chStore) Engine() string { return "clickhouse" }
@@ -128,11 +117,18 @@ func (s *chStore) Ping(ctx context.Context) error { return s.write.PingContext(c
 
 func (s *chStore) Close() error { return errors.Join(s.write.Close(), s.read.Close()) }
 
-//go:embed migrations_clickhouse/*.sql
+// migration is one embedded schema change, NNNN_what.sql.
+type migration struct {
+	version int
+	name    string
+	stmts   []string
+}
+
+//go:embed migrations/*.sql
 var chMigrationFiles embed.FS
 
 func loadCHMigrations() ([]migration, error) {
-	names, err := fs.Glob(chMigrationFiles, "migrations_clickhouse/*.sql")
+	names, err := fs.Glob(chMigrationFiles, "migrations/*.sql")
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +144,7 @@ func loadCHMigrations() ([]migration, error) {
 		if err != nil {
 			return nil, err
 		}
-		ms = append(ms, migration{version: v, name: base, stmts: map[string][]string{"": splitSQL(string(b))}})
+		ms = append(ms, migration{version: v, name: base, stmts: store.SplitSQL(string(b))})
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
 	for i := 1; i < len(ms); i++ {
@@ -219,7 +215,7 @@ func chMigrate(ctx context.Context, db *sql.DB) error {
 		// DDL is not transactional in ClickHouse: every statement is
 		// written to be repeatable (IF NOT EXISTS), so a migration cut
 		// short is finished by the next start.
-		for _, st := range m.stmts[""] {
+		for _, st := range m.stmts {
 			if _, err := db.ExecContext(ctx, st); err != nil {
 				return fmt.Errorf("migrate %s: %w", m.name, err)
 			}
@@ -324,3 +320,15 @@ func batchToken(ids []string) string {
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
+
+// Pools returns the store's read and write pools, for tests and tools
+// that look inside the database (see internal/store/storetest).
+func (s *chStore) Pools() (read, write *sql.DB) { return s.read, s.write }
+
+// SetMaxStatsRows lowers MaxStatsRows for this store, so that tests need
+// not store millions of records to reach it.
+func (s *chStore) SetMaxStatsRows(n int) { s.maxStatsRows = n }
+
+// StatsSlots is the channel that bounds concurrent Stats calls, for tests
+// that hold its slots.
+func (s *chStore) StatsSlots() chan struct{} { return s.statsSlots }

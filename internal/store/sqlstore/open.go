@@ -1,4 +1,4 @@
-package store
+package sqlstore
 
 import (
 	"context"
@@ -16,7 +16,8 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
-	"modernc.org/sqlite"               // registers the "sqlite" driver: pure Go, no cgo (SPEC.md §7)
+	"github.com/ttfx/ttfx/internal/store"
+	"modernc.org/sqlite" // registers the "sqlite" driver: pure Go, no cgo (SPEC.md §7)
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
@@ -75,7 +76,7 @@ var (
 // that WAL mode lets run beside it, so a long /api/stats never holds up the
 // writer. synchronous=NORMAL is durable in WAL mode except for the last
 // transactions before a power loss, which is the right trade for telemetry.
-func openSQLite(ctx context.Context, file string) (Store, error) {
+func openSQLite(ctx context.Context, file string) (store.Store, error) {
 	if file == "" {
 		return nil, errors.New("open store: empty SQLite path")
 	}
@@ -156,18 +157,18 @@ func pingSQLite(ctx context.Context, db *sql.DB) error {
 // shared pool of eight, and the writer's inserts queued behind them until
 // their timeout while records piled up — so they must not be able to take
 // the writer's connections.
-func openPostgres(ctx context.Context, dsn string) (Store, error) {
+func openPostgres(ctx context.Context, dsn string) (store.Store, error) {
 	open := func(conns, idle int) (*sql.DB, error) {
 		db, err := sql.Open("pgx", dsn)
 		if err != nil {
-			return nil, fmt.Errorf("open store %s: %w", redactDSN(dsn), err)
+			return nil, fmt.Errorf("open store %s: %w", store.RedactDSN(dsn), err)
 		}
 		db.SetMaxOpenConns(conns)
 		db.SetMaxIdleConns(idle)
 		db.SetConnMaxIdleTime(5 * time.Minute)
 		if err := db.PingContext(ctx); err != nil {
 			db.Close()
-			return nil, fmt.Errorf("open store %s: %w", redactDSN(dsn), err)
+			return nil, fmt.Errorf("open store %s: %w", store.RedactDSN(dsn), err)
 		}
 		return db, nil
 	}
@@ -177,7 +178,7 @@ func openPostgres(ctx context.Context, dsn string) (Store, error) {
 	}
 	if err := migrate(ctx, write, postgresDialect); err != nil {
 		write.Close()
-		return nil, fmt.Errorf("open store %s: %w", redactDSN(dsn), err)
+		return nil, fmt.Errorf("open store %s: %w", store.RedactDSN(dsn), err)
 	}
 	read, err := open(postgresReadConns, postgresReadConns/2)
 	if err != nil {
@@ -254,7 +255,7 @@ func loadMigrations() ([]migration, error) {
 		if _, dup := m.stmts[engine]; dup {
 			return nil, fmt.Errorf("migration %s: two files for one engine", base)
 		}
-		m.stmts[engine] = splitSQL(string(b))
+		m.stmts[engine] = store.SplitSQL(string(b))
 	}
 	var ms []migration
 	for _, m := range byVersion {
@@ -262,27 +263,6 @@ func loadMigrations() ([]migration, error) {
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
 	return ms, nil
-}
-
-// splitSQL splits a migration into statements: it drops "--" comment lines
-// and cuts at semicolons. The migrations are plain DDL with no semicolon
-// inside a literal, and running one statement per Exec works the same on
-// both drivers.
-func splitSQL(src string) []string {
-	var b strings.Builder
-	for line := range strings.Lines(src) {
-		if strings.HasPrefix(strings.TrimSpace(line), "--") {
-			continue
-		}
-		b.WriteString(line)
-	}
-	var stmts []string
-	for s := range strings.SplitSeq(b.String(), ";") {
-		if s = strings.TrimSpace(s); s != "" {
-			stmts = append(stmts, s)
-		}
-	}
-	return stmts
 }
 
 // migrate applies the embedded migrations not yet recorded in

@@ -1,38 +1,17 @@
-package store
+package sqlstore
 
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/ttfx/ttfx/internal/store"
+
+	"github.com/ttfx/ttfx/internal/store/rollup"
 )
-
-// CompactionGrace is how long after a unit (ten minutes, an hour, a day)
-// ends its rollup is compacted: records are written when their request ends, after the minute
-// they started in, and most arrive within it. A record that arrives later
-// still (a long stream, a writer that waited out a database outage) marks
-// its hour and day dirty again, and they are compacted anew.
-const CompactionGrace = 2 * time.Minute
-
-// Compactor is a store whose rollups are compacted (see Compact).
-type Compactor interface {
-	// Compact makes the rollups of closed dirty units from the finer
-	// ones — the projections of a minute from its raw rows, ten minutes
-	// from minutes, hours from ten minutes, days from hours — as of now,
-	// every projection of each (see projections); it returns how many
-	// units it made. Several
-	// gateways may compact one database at once. On PostgreSQL it also
-	// makes the partitions of today and tomorrow ahead of their records.
-	Compact(ctx context.Context, now time.Time) (int, error)
-}
-
-// maxCompactPerCall bounds the units one Compact call makes, so that a
-// backlog (after an upgrade, or an outage) is worked off in steps.
-const maxCompactPerCall = 500
 
 // Compact implements Compactor. Readers never need it for correct answers
 // (a dirty hour is read from its minutes), only for fast ones.
@@ -46,12 +25,12 @@ func (s *sqlStore) Compact(ctx context.Context, now time.Time) (int, error) {
 	// that a coarser unit is made from up-to-date finer ones.
 	var b builder
 	var or []string
-	for level := range numLevels {
-		cut := now.Add(-levelUnit[level] - CompactionGrace).UnixNano()
+	for level := range rollup.NumLevels {
+		cut := now.Add(-rollup.Unit[level] - store.CompactionGrace).UnixNano()
 		or = append(or, "(level = "+b.arg(int64(level))+" AND start_ns <= "+b.arg(cut)+")")
 	}
 	rows, err := s.write.QueryContext(ctx, `SELECT DISTINCT level, start_ns, `+levelRank+` AS rank FROM rollup_dirty WHERE `+strings.Join(or, " OR ")+
-		` ORDER BY rank, start_ns LIMIT `+b.arg(maxCompactPerCall), b.args...)
+		` ORDER BY rank, start_ns LIMIT `+b.arg(store.MaxCompactPerCall), b.args...)
 	if err != nil {
 		return 0, fmt.Errorf("compact: %w", err)
 	}
@@ -82,11 +61,11 @@ func (s *sqlStore) Compact(ctx context.Context, now time.Time) (int, error) {
 }
 
 // levelRank is an SQL expression of a row's level that orders levels from
-// the finest unit to the coarsest (see levelOrder).
+// the finest unit to the coarsest (see Order).
 var levelRank = func() string {
 	var b strings.Builder
 	b.WriteString("CASE level")
-	for i, l := range levelOrder {
+	for i, l := range rollup.Order {
 		fmt.Fprintf(&b, " WHEN %d THEN %d", l, i)
 	}
 	b.WriteString(" END")
@@ -120,9 +99,9 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
 		return false, err
 	}
-	end := start + int64(levelUnit[level])
-	finer := finerLevel[level]
-	if finer > levelMinute {
+	end := start + int64(rollup.Unit[level])
+	finer := rollup.Finer[level]
+	if finer > rollup.Minute {
 		// A unit is made of up-to-date finer units only; a dirty one
 		// keeps it dirty (the rollback restores its marks).
 		var dirty int
@@ -137,9 +116,9 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 	}
 	// Made from the finer level's rows of every dimension and status; a
 	// minute from its raw rows (every writer's).
-	cells := map[rollupKey]*rollupCell{}
-	rows, err := tx.QueryContext(ctx, "SELECT "+selectRollup+" FROM rollups WHERE level = $1 AND start_ns >= $2 AND start_ns < $3",
-		storedLevel(max(finer, levelMinute), 0), start, end)
+	cells := map[rollup.Key]*rollup.Cell{}
+	rows, err := tx.QueryContext(ctx, "SELECT "+rollup.SelectColumns+" FROM rollups WHERE level = $1 AND start_ns >= $2 AND start_ns < $3",
+		rollup.StoredLevel(max(finer, rollup.Minute), 0), start, end)
 	if err != nil {
 		return false, fmt.Errorf("compact: %w", err)
 	}
@@ -151,10 +130,10 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 		}
 		c := cells[sr.key]
 		if c == nil {
-			c = newRollupCell()
+			c = rollup.NewCell()
 			cells[sr.key] = c
 		}
-		if err := c.mergeRow(sr.key.status, sr.count, sr.statuses, sr.labels, sr.bytesOf()); err != nil {
+		if err := c.MergeRow(sr.key.Status, sr.count, sr.statuses, sr.labels, sr.bytesOf()); err != nil {
 			rows.Close()
 			return false, fmt.Errorf("compact: %w", err)
 		}
@@ -163,8 +142,8 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 		return false, fmt.Errorf("compact: %w", err)
 	}
 	var b builder
-	levels := storedLevels(level)
-	if level == levelMinute {
+	levels := rollup.StoredLevels(level)
+	if level == rollup.Minute {
 		levels = levels[1:] // the raw rows stay
 	}
 	marks := make([]string, len(levels))
@@ -174,15 +153,15 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 	if _, err := tx.ExecContext(ctx, `DELETE FROM rollups WHERE level IN (`+strings.Join(marks, ", ")+`) AND start_ns = `+b.arg(start), b.args...); err != nil {
 		return false, fmt.Errorf("compact: %w", err)
 	}
-	for p, cells := range projectCells(cells) {
-		if level == levelMinute && p == 0 {
+	for p, cells := range rollup.ProjectCells(cells) {
+		if level == rollup.Minute && p == 0 {
 			continue
 		}
-		keys := make([]rollupKey, 0, len(cells))
+		keys := make([]rollup.Key, 0, len(cells))
 		for k := range cells {
 			keys = append(keys, k)
 		}
-		slices.SortFunc(keys, func(a, b rollupKey) int { return compareKeys(&a, &b) })
+		slices.SortFunc(keys, func(a, b rollup.Key) int { return rollup.CompareKeys(&a, &b) })
 		var args []any
 		for _, k := range keys {
 			if args, err = rollupArgs(args, level, p, start, &k, "", cells[k]); err != nil {
@@ -204,9 +183,9 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 // unit that straddles t keeps its row (and so still counts the records
 // deleted from its first part) until it ends before the cutoff too.
 func deleteRollupsBefore(ctx context.Context, tx *sql.Tx, t int64) error {
-	for level := range numLevels {
-		last := t - int64(levelUnit[level]) // a unit starting at or before this ends by t
-		for _, l := range storedLevels(level) {
+	for level := range rollup.NumLevels {
+		last := t - int64(rollup.Unit[level]) // a unit starting at or before this ends by t
+		for _, l := range rollup.StoredLevels(level) {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM rollups WHERE level = $1 AND start_ns <= $2`, l, last); err != nil {
 				return fmt.Errorf("delete rollups: %w", err)
 			}
@@ -216,38 +195,4 @@ func deleteRollupsBefore(ctx context.Context, tx *sql.Tx, t int64) error {
 		}
 	}
 	return nil
-}
-
-// RunCompaction compacts s's rollups at once and then every `every`, until
-// ctx ends; s must be a Compactor, else it returns at once. It blocks: run
-// it in its own goroutine.
-func RunCompaction(ctx context.Context, s Store, every time.Duration, now func() time.Time, log *slog.Logger) {
-	c, ok := s.(Compactor)
-	if !ok || every <= 0 {
-		return
-	}
-	if now == nil {
-		now = time.Now
-	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		for {
-			n, err := c.Compact(ctx, now())
-			if err != nil && !errors.Is(err, context.Canceled) {
-				log.Warn("store: rollup compaction failed", "err", ErrorMessage(err))
-			}
-			if err != nil || n < maxCompactPerCall {
-				break
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package store
+package sqlstore
 
 import (
 	"context"
@@ -7,21 +7,24 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/ttfx/ttfx/internal/store"
+	"github.com/ttfx/ttfx/internal/store/rollup"
 )
 
-// statsFromRows answers q from the matching records themselves, for a
+// StatsFromRows answers q from the matching records themselves, for a
 // filter the rollups cannot answer (why names it). It reads their group
 // keys, status and fields in one query, adding each value to its group's
 // sketch as it comes (so memory follows the groups, not the records), and
 // counts labels with a GROUP BY; both queries run in one read-only
 // transaction so they see the same records. It stops with ErrBadQuery past
 // s.maxStatsRows records.
-func (s *sqlStore) statsFromRows(ctx context.Context, q *StatsQuery, acc *statsAcc, why string) error {
+func (s *sqlStore) StatsFromRows(ctx context.Context, q *store.StatsQuery, acc *rollup.Acc, why string) error {
 	// The raw columns the fields read, each once.
 	var raw []string
-	colIdx := make([][]int, len(acc.fields))
-	for i, fi := range acc.fields {
-		for _, c := range StatFields[fi].cols {
+	colIdx := make([][]int, len(acc.Fields))
+	for i, fi := range acc.Fields {
+		for _, c := range store.StatFields[fi].Columns {
 			j := slices.Index(raw, c)
 			if j < 0 {
 				j = len(raw)
@@ -30,7 +33,7 @@ func (s *sqlStore) statsFromRows(ctx context.Context, q *StatsQuery, acc *statsA
 			colIdx[i] = append(colIdx[i], j)
 		}
 	}
-	dimCols := acc.dimCols
+	dimCols := acc.DimCols
 	sel := make([]string, 0, len(dimCols)+2+len(raw))
 	for _, c := range dimCols {
 		sel = append(sel, "r."+c)
@@ -64,7 +67,7 @@ func (s *sqlStore) statsFromRows(ctx context.Context, q *StatsQuery, acc *statsA
 		if scanned++; scanned > s.maxStatsRows {
 			rows.Close()
 			return fmt.Errorf("%w: more than %d records match, and %s makes this summary read records rather than rollups; "+
-				"narrow the window or filter, or drop %[3]s to have it answered from rollups", ErrBadQuery, s.maxStatsRows, why)
+				"narrow the window or filter, or drop %[3]s to have it answered from rollups", store.ErrBadQuery, s.maxStatsRows, why)
 		}
 		// Scanning into *any skips database/sql's reflective conversions;
 		// both drivers hand over int64, float64, string or nil here.
@@ -73,12 +76,12 @@ func (s *sqlStore) statsFromRows(ctx context.Context, q *StatsQuery, acc *statsA
 			return fmt.Errorf("stats: %w", err)
 		}
 		for i := range nd {
-			acc.setDim(i, []byte(dimValue(dimCols[i], vals[i])))
+			acc.SetDim(i, []byte(rollup.DimValue(dimCols[i], vals[i])))
 		}
 		ts, _ := vals[nd].(int64)
-		c := acc.cell(ts)
-		c.addCount([]byte(asString(vals[nd+1])), 1)
-		c.addFields(acc, colIdx, vals[nd+2:], in)
+		c := acc.CellAt(ts)
+		c.AddCount([]byte(rollup.AsString(vals[nd+1])), 1)
+		c.AddFields(acc, colIdx, vals[nd+2:], in)
 	}
 	if err := rows.Close(); err != nil {
 		return fmt.Errorf("stats: %w", err)
@@ -93,7 +96,7 @@ func (s *sqlStore) statsFromRows(ctx context.Context, q *StatsQuery, acc *statsA
 // descent per row; over most of the table a plain scan is faster (a
 // million-record day: 1.3–1.8 s against 3.6 s, measured). PostgreSQL's
 // planner makes this choice itself.
-func wideWindow(ctx context.Context, q querier, f *Filter) bool {
+func wideWindow(ctx context.Context, q querier, f *store.Filter) bool {
 	rows, err := q.QueryContext(ctx, `SELECT (SELECT MIN(timestamp_ns) FROM requests), (SELECT MAX(timestamp_ns) FROM requests)`)
 	if err != nil {
 		return false
@@ -105,22 +108,22 @@ func wideWindow(ctx context.Context, q querier, f *Filter) bool {
 	}
 	from, to := lo.Int64, hi.Int64
 	if !f.From.IsZero() {
-		from = max(from, unixNano(f.From))
+		from = max(from, store.UnixNano(f.From))
 	}
 	if !f.To.IsZero() {
-		to = min(to, unixNano(f.To))
+		to = min(to, store.UnixNano(f.To))
 	}
 	return to > from && float64(to-from) >= float64(hi.Int64-lo.Int64)/3
 }
 
 // countLabels adds the label counts of every cell with one GROUP BY. The
 // bucket index is integer division of the timestamp, which both engines
-// truncate toward zero; floorDiv agrees for timestamps after 1970.
-func (s *sqlStore) countLabels(ctx context.Context, tx querier, q *StatsQuery, acc *statsAcc, scanTime bool) error {
+// truncate toward zero; FloorDiv agrees for timestamps after 1970.
+func (s *sqlStore) countLabels(ctx context.Context, tx querier, q *store.StatsQuery, acc *rollup.Acc, scanTime bool) error {
 	b := builder{scanTime: scanTime}
 	b.match(&q.Filter)
 	var groupCols []string
-	for _, c := range acc.dimCols {
+	for _, c := range acc.DimCols {
 		groupCols = append(groupCols, "r."+c)
 	}
 	bucketExpr := "0"
@@ -142,7 +145,7 @@ func (s *sqlStore) countLabels(ctx context.Context, tx querier, q *StatsQuery, a
 		return fmt.Errorf("stats: labels: %w", err)
 	}
 	defer rows.Close()
-	n := len(acc.dimCols)
+	n := len(acc.DimCols)
 	vals := make([]any, n+4)
 	dest := make([]any, len(vals))
 	for i := range dest {
@@ -155,56 +158,30 @@ func (s *sqlStore) countLabels(ctx context.Context, tx querier, q *StatsQuery, a
 		}
 		key.Reset()
 		for i := range n {
-			key.WriteString(dimValue(acc.dimCols[i], vals[i]))
+			key.WriteString(rollup.DimValue(acc.DimCols[i], vals[i]))
 			key.WriteByte(0)
 		}
-		bucket, _ := asInt(vals[n])
+		bucket, _ := rollup.AsInt(vals[n])
 		key.WriteString(strconv.FormatInt(bucket, 10))
-		count, _ := asInt(vals[n+2])
-		primary, _ := asInt(vals[n+3])
-		label := asString(vals[n+1])
-		c := acc.cells[key.String()]
+		count, _ := rollup.AsInt(vals[n+2])
+		primary, _ := rollup.AsInt(vals[n+3])
+		label := rollup.AsString(vals[n+1])
+		c := acc.Cells[key.String()]
 		switch {
 		case c != nil:
-			c.labels[label] = LabelCount{Count: int(count), Primary: int(primary)}
-		case acc.overflow != nil:
+			c.Labels[label] = store.LabelCount{Count: int(count), Primary: int(primary)}
+		case acc.Overflow != nil:
 			// Both queries read one snapshot, so a key the first did
 			// not keep is one it folded into the overflow group, which
 			// sums the labels of all of them.
-			lc := acc.overflow.labels[label]
+			lc := acc.Overflow.Labels[label]
 			lc.Count += int(count)
 			lc.Primary += int(primary)
-			acc.overflow.labels[label] = lc
+			acc.Overflow.Labels[label] = lc
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("stats: labels: %w", err)
 	}
 	return nil
-}
-
-// addFields adds a record's values of acc's fields to c's sketches: vals
-// are the record's field columns, colIdx[i] where field i's inputs are in
-// them (two for a derived field), in scratch space for those inputs. A
-// field with an input absent is absent.
-func (c *statCell) addFields(acc *statsAcc, colIdx [][]int, vals []any, in []float64) {
-	for i, fi := range acc.fields {
-		ok := true
-		for k, j := range colIdx[i] {
-			v, present := asFloat(vals[j])
-			if !present {
-				ok = false
-				break
-			}
-			in[k] = v
-		}
-		if !ok {
-			continue
-		}
-		v := in[0]
-		if f := &StatFields[fi]; f.derive != nil {
-			v = f.derive(in)
-		}
-		c.sketchOf(i).Add(v)
-	}
 }

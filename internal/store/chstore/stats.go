@@ -1,4 +1,4 @@
-package store
+package chstore
 
 import (
 	"context"
@@ -11,6 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ttfx/ttfx/internal/store"
+	"github.com/ttfx/ttfx/internal/store/rollup"
+
 	"github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/ttfx/ttfx/internal/record"
@@ -18,27 +21,27 @@ import (
 
 // chRollupColumns are the rollups table's columns as chStore writes them.
 var chRollupColumns = func() []string {
-	cs := slices.Concat([]string{"level", "start_ns"}, rollupKeyColumns, []string{"writer", "count", "labels", "statuses"})
-	for _, f := range StatFields {
-		cs = append(cs, f.rollupCol())
+	cs := slices.Concat([]string{"level", "start_ns"}, rollup.KeyColumns, []string{"writer", "count", "labels", "statuses"})
+	for _, f := range store.StatFields {
+		cs = append(cs, f.RollupColumn())
 	}
 	return append(cs, "version")
 }()
 
 // chRollupRow returns the values of one rollup row of projection p (see
 // rollupArgs).
-func chRollupRow(level, p int, start int64, k *rollupKey, writer string, c *rollupCell) ([]any, error) {
+func chRollupRow(level, p int, start int64, k *rollup.Key, writer string, c *rollup.Cell) ([]any, error) {
 	var stream uint8
-	if k.stream {
+	if k.Stream {
 		stream = 1
 	}
 	statuses := ""
 	if p > 0 {
-		statuses = encodeStatuses(c.statuses)
+		statuses = rollup.EncodeStatuses(c.Statuses)
 	}
-	row := []any{uint8(storedLevel(level, p)), start, k.api, k.route, k.model, k.group, k.channel, k.region, k.provider,
-		stream, k.status, writer, c.count, encodeLabels(c.labels), statuses}
-	for _, sk := range c.sk {
+	row := []any{uint8(rollup.StoredLevel(level, p)), start, k.API, k.Route, k.Model, k.Group, k.Channel, k.Region, k.Provider,
+		stream, k.Status, writer, c.Count, rollup.EncodeLabels(c.Labels), statuses}
+	for _, sk := range c.Sketches {
 		if sk == nil || sk.Count() == 0 {
 			row = append(row, nil)
 			continue
@@ -51,7 +54,7 @@ func chRollupRow(level, p int, start int64, k *rollupKey, writer string, c *roll
 	}
 	// The version: a unit compacted again holds at least the records it
 	// held before, so the row with the larger count is the newer one.
-	return append(row, uint64(c.count)), nil
+	return append(row, uint64(c.Count)), nil
 }
 
 // Kinds of rollup_marks rows.
@@ -76,24 +79,24 @@ func serverNow(ctx context.Context, db *sql.DB) (int64, error) {
 // is stamped after the rows landed, which is what lets a compaction that
 // began later trust that it read them (see Compact).
 func (s *chStore) writeRollups(ctx context.Context, token string, recs []*record.Record) error {
-	cells := map[unitKey]*rollupCell{}
+	cells := map[rollup.UnitKey]*rollup.Cell{}
 	for _, r := range recs {
-		k := unitKey{start: floorUnit(r.Timestamp.UnixNano(), time.Minute), key: keyOf(r)}
+		k := rollup.UnitKey{Start: rollup.FloorUnit(r.Timestamp.UnixNano(), time.Minute), Key: rollup.KeyOf(r)}
 		c := cells[k]
 		if c == nil {
-			c = newRollupCell()
+			c = rollup.NewCell()
 			cells[k] = c
 		}
-		c.add(r)
+		c.Add(r)
 	}
-	keys := make([]unitKey, 0, len(cells))
+	keys := make([]rollup.UnitKey, 0, len(cells))
 	for k := range cells {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, compareUnitKeys)
+	slices.SortFunc(keys, rollup.CompareUnitKeys)
 	rows := make([][]any, 0, len(keys))
 	for _, k := range keys {
-		row, err := chRollupRow(levelMinute, 0, k.start, &k.key, token, cells[k])
+		row, err := chRollupRow(rollup.Minute, 0, k.Start, &k.Key, token, cells[k])
 		if err != nil {
 			return fmt.Errorf("write rollups: %w", err)
 		}
@@ -109,8 +112,8 @@ func (s *chStore) writeRollups(ctx context.Context, token string, recs []*record
 	seen := map[[2]int64]bool{}
 	var marks [][]any
 	for _, k := range keys {
-		for level := levelMinute; level < numLevels; level++ {
-			u := [2]int64{int64(level), floorUnit(k.start, levelUnit[level])}
+		for level := rollup.Minute; level < rollup.NumLevels; level++ {
+			u := [2]int64{int64(level), rollup.FloorUnit(k.Start, rollup.Unit[level])}
 			if !seen[u] {
 				seen[u] = true
 				marks = append(marks, []any{uint8(level), u[1], uint8(markChanged), now})
@@ -144,13 +147,13 @@ const chDirtyHaving = " GROUP BY level, start_ns HAVING maxIf(at, kind = 0) >= m
 // the unit dirty, to be read from finer rows and compacted again.
 func (s *chStore) Compact(ctx context.Context, now time.Time) (int, error) {
 	made := 0
-	closedBy := now.Add(-CompactionGrace).UnixNano()
+	closedBy := now.Add(-store.CompactionGrace).UnixNano()
 	closedDays := map[int64]bool{} // closed days whose rollups this call changed
-	for _, level := range levelOrder {
-		if made >= maxCompactPerCall {
+	for _, level := range rollup.Order {
+		if made >= store.MaxCompactPerCall {
 			break
 		}
-		n, err := s.compactLevel(ctx, level, now.Add(-levelUnit[level]-CompactionGrace).UnixNano(), maxCompactPerCall-made, closedBy, closedDays)
+		n, err := s.compactLevel(ctx, level, now.Add(-rollup.Unit[level]-store.CompactionGrace).UnixNano(), store.MaxCompactPerCall-made, closedBy, closedDays)
 		made += n
 		if err != nil {
 			return made, err
@@ -203,17 +206,17 @@ func (s *chStore) compactLevel(ctx context.Context, level int, cut int64, limit 
 	if err != nil || len(units) == 0 {
 		return 0, err
 	}
-	u := int64(levelUnit[level])
+	u := int64(rollup.Unit[level])
 	from, to := units[0], units[len(units)-1]+u
-	finer := finerLevel[level]
-	if finer > levelMinute {
+	finer := rollup.Finer[level]
+	if finer > rollup.Minute {
 		dirtyFiner, err := s.dirtyUnits(ctx, finer, from, to, 0)
 		if err != nil {
 			return 0, fmt.Errorf("compact: %w", err)
 		}
 		blocked := map[int64]bool{}
 		for _, f := range dirtyFiner {
-			blocked[floorUnit(f, levelUnit[level])] = true
+			blocked[rollup.FloorUnit(f, rollup.Unit[level])] = true
 		}
 		units = slices.DeleteFunc(units, func(start int64) bool { return blocked[start] })
 		if len(units) == 0 {
@@ -228,11 +231,11 @@ func (s *chStore) compactLevel(ctx context.Context, level int, cut int64, limit 
 	for _, start := range units {
 		want[start] = true
 	}
-	cells := map[int64]map[rollupKey]*rollupCell{} // by unit
+	cells := map[int64]map[rollup.Key]*rollup.Cell{} // by unit
 	// Made from the finer level's rows of every dimension and status; a
 	// minute from its raw rows (every writer's).
-	rows, err := s.write.QueryContext(ctx, "SELECT "+selectRollup+" FROM rollups FINAL WHERE level = ? AND start_ns >= ? AND start_ns < ?",
-		uint8(storedLevel(max(finer, levelMinute), 0)), from, to)
+	rows, err := s.write.QueryContext(ctx, "SELECT "+rollup.SelectColumns+" FROM rollups FINAL WHERE level = ? AND start_ns >= ? AND start_ns < ?",
+		uint8(rollup.StoredLevel(max(finer, rollup.Minute), 0)), from, to)
 	if err != nil {
 		return 0, fmt.Errorf("compact: %w", err)
 	}
@@ -242,21 +245,21 @@ func (s *chStore) compactLevel(ctx context.Context, level int, cut int64, limit 
 			rows.Close()
 			return 0, fmt.Errorf("compact: %w", err)
 		}
-		start := floorUnit(sr.start, levelUnit[level])
+		start := rollup.FloorUnit(sr.start, rollup.Unit[level])
 		if !want[start] {
 			continue
 		}
 		unit := cells[start]
 		if unit == nil {
-			unit = map[rollupKey]*rollupCell{}
+			unit = map[rollup.Key]*rollup.Cell{}
 			cells[start] = unit
 		}
 		c := unit[sr.key]
 		if c == nil {
-			c = newRollupCell()
+			c = rollup.NewCell()
 			unit[sr.key] = c
 		}
-		if err := c.mergeRow(sr.key.status, sr.count, sr.statuses, sr.labels, sr.sketches); err != nil {
+		if err := c.MergeRow(sr.key.Status, sr.count, sr.statuses, sr.labels, sr.sketches); err != nil {
 			rows.Close()
 			return 0, fmt.Errorf("compact: %w", err)
 		}
@@ -266,15 +269,15 @@ func (s *chStore) compactLevel(ctx context.Context, level int, cut int64, limit 
 	}
 	var out [][]any
 	for _, start := range units {
-		for p, unit := range projectCells(cells[start]) {
-			if level == levelMinute && p == 0 {
+		for p, unit := range rollup.ProjectCells(cells[start]) {
+			if level == rollup.Minute && p == 0 {
 				continue // the raw rows stay
 			}
-			keys := make([]rollupKey, 0, len(unit))
+			keys := make([]rollup.Key, 0, len(unit))
 			for k := range unit {
 				keys = append(keys, k)
 			}
-			slices.SortFunc(keys, func(a, b rollupKey) int { return compareKeys(&a, &b) })
+			slices.SortFunc(keys, func(a, b rollup.Key) int { return rollup.CompareKeys(&a, &b) })
 			for _, k := range keys {
 				row, err := chRollupRow(level, p, start, &k, "", unit[k])
 				if err != nil {
@@ -295,7 +298,7 @@ func (s *chStore) compactLevel(ctx context.Context, level int, cut int64, limit 
 		return 0, fmt.Errorf("compact: %w", err)
 	}
 	for _, start := range units {
-		if day := floorUnit(start, 24*time.Hour); day+int64(24*time.Hour) <= closedBy {
+		if day := rollup.FloorUnit(start, 24*time.Hour); day+int64(24*time.Hour) <= closedBy {
 			closedDays[day] = true
 		}
 	}
@@ -328,10 +331,10 @@ func (s *chStore) mergeDay(ctx context.Context, start int64) error {
 // found nothing it could merge now.
 const chCannotAssignOptimize = 388
 
-// chScannedRollup is one rollup row read with selectRollup.
+// chScannedRollup is one rollup row read with SelectColumns.
 type chScannedRollup struct {
 	start    int64
-	key      rollupKey
+	key      rollup.Key
 	count    int64
 	labels   string
 	statuses string
@@ -340,16 +343,16 @@ type chScannedRollup struct {
 
 func (r *chScannedRollup) scan(rows *sql.Rows) error {
 	var level, stream uint8
-	raw := make([]sql.RawBytes, len(StatFields))
-	dest := []any{&level, &r.start, &r.key.api, &r.key.route, &r.key.model, &r.key.group, &r.key.channel,
-		&r.key.region, &r.key.provider, &stream, &r.key.status, &r.count, &r.labels, &r.statuses}
+	raw := make([]sql.RawBytes, len(store.StatFields))
+	dest := []any{&level, &r.start, &r.key.API, &r.key.Route, &r.key.Model, &r.key.Group, &r.key.Channel,
+		&r.key.Region, &r.key.Provider, &stream, &r.key.Status, &r.count, &r.labels, &r.statuses}
 	for i := range raw {
 		dest = append(dest, &raw[i])
 	}
 	if err := rows.Scan(dest...); err != nil {
 		return err
 	}
-	r.key.stream = stream != 0
+	r.key.Stream = stream != 0
 	r.sketches = make([][]byte, len(raw))
 	for i, b := range raw {
 		r.sketches[i] = b
@@ -360,24 +363,24 @@ func (r *chScannedRollup) scan(rows *sql.Rows) error {
 // Stats implements Store.Stats as on the SQL engines — the same rollups,
 // the same plan over days, hours, ten minutes and minutes, the same
 // sketches merged by the same code — so the three engines answer alike.
-func (s *chStore) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
-	return answerStats(ctx, q, s.statsSlots, s)
+func (s *chStore) Stats(ctx context.Context, q store.StatsQuery) (store.Stats, error) {
+	return rollup.Answer(ctx, q, s.statsSlots, s)
 }
 
-// statsFromRollups is sqlStore.statsFromRollups over ClickHouse: the
+// StatsFromRollups is StatsFromRollups over ClickHouse: the
 // dirty units come from rollup_marks, and rows are read FINAL so that a
 // row written twice counts once.
-func (s *chStore) statsFromRollups(ctx context.Context, q *StatsQuery, acc *statsAcc) (time.Time, time.Time, error) {
+func (s *chStore) StatsFromRollups(ctx context.Context, q *store.StatsQuery, acc *rollup.Acc) (time.Time, time.Time, error) {
 	var fromT, toT time.Time
 	from, to := int64(math.MinInt64), int64(math.MaxInt64)
 	if !q.Filter.From.IsZero() {
-		from = floorUnit(unixNano(q.Filter.From), time.Minute)
+		from = rollup.FloorUnit(store.UnixNano(q.Filter.From), time.Minute)
 		fromT = time.Unix(0, from).UTC()
 	}
 	if !q.Filter.To.IsZero() {
-		to = unixNano(q.Filter.To)
+		to = store.UnixNano(q.Filter.To)
 		if to <= math.MaxInt64-int64(time.Minute) {
-			to = ceilUnit(to, int64(time.Minute))
+			to = rollup.CeilUnit(to, int64(time.Minute))
 			toT = time.Unix(0, to).UTC()
 		}
 	}
@@ -393,11 +396,11 @@ func (s *chStore) statsFromRollups(ctx context.Context, q *StatsQuery, acc *stat
 	// be ten thousand rows to send and skip.
 	rows, err := s.read.QueryContext(ctx, "SELECT level, start_ns, maxIf(at, kind = 0) >= maxIf(at, kind = 1) OR countIf(kind = 1) = 0 AS dirty"+
 		" FROM rollup_marks WHERE start_ns >= ? AND start_ns < ? GROUP BY level, start_ns HAVING level = ? OR dirty",
-		floorUnit(from, 24*time.Hour), to, uint8(levelDay))
+		rollup.FloorUnit(from, 24*time.Hour), to, uint8(rollup.Day))
 	if err != nil {
 		return fromT, toT, fmt.Errorf("stats: %w", err)
 	}
-	plan := rollupPlan{dirty: map[[2]int64]bool{}}
+	plan := rollup.Plan{Dirty: map[[2]int64]bool{}}
 	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
 	for rows.Next() {
 		var level, dirty uint8
@@ -406,11 +409,11 @@ func (s *chStore) statsFromRollups(ctx context.Context, q *StatsQuery, acc *stat
 			rows.Close()
 			return fromT, toT, fmt.Errorf("stats: %w", err)
 		}
-		if level == levelDay {
+		if level == rollup.Day {
 			lo, hi = min(lo, start), max(hi, start)
 		}
 		if dirty != 0 {
-			plan.dirty[[2]int64{int64(level), start}] = true
+			plan.Dirty[[2]int64{int64(level), start}] = true
 		}
 	}
 	if err := rows.Close(); err != nil {
@@ -425,13 +428,13 @@ func (s *chStore) statsFromRollups(ctx context.Context, q *StatsQuery, acc *stat
 	if from >= to {
 		return fromT, toT, nil
 	}
-	for level := range numLevels {
-		plan.allowed[level] = q.Bucket == 0 || q.Bucket%levelUnit[level] == 0
+	for level := range rollup.NumLevels {
+		plan.Allowed[level] = q.Bucket == 0 || q.Bucket%rollup.Unit[level] == 0
 	}
-	proj := projectionFor(q, acc.dimCols)
-	plan.projected = proj > 0
-	plan.cover(levelDay, from, to)
-	if err := s.readRollups(ctx, q, acc, plan.byLevel(proj)); err != nil {
+	proj := rollup.ProjectionFor(q, acc.DimCols)
+	plan.Projected = proj > 0
+	plan.Cover(rollup.Day, from, to)
+	if err := s.readRollups(ctx, q, acc, plan.ByLevel(proj)); err != nil {
 		return fromT, toT, err
 	}
 	return fromT, toT, nil
@@ -450,22 +453,22 @@ func (s *chStore) statsFromRollups(ctx context.Context, q *StatsQuery, acc *stat
 // up) is named by its unit and key, and of two the one with the larger
 // count is the newer (see chRollupRow); those rows are few, and are held
 // until every one is read.
-func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc, groups []spanGroup) error {
+func (s *chStore) readRollups(ctx context.Context, q *store.StatsQuery, acc *rollup.Acc, groups []rollup.SpanGroup) error {
 	if len(groups) == 0 {
 		return nil
 	}
 	var w chWhere
 	var levels []string
-	envelope := map[int64][]unitSpan{} // the groups read as one range, checked here
+	envelope := map[int64][]rollup.Span{} // the groups read as one range, checked here
 	for _, g := range groups {
-		cond := "level = " + strconv.FormatInt(g.level, 10) + " AND "
-		if len(g.spans) > maxSpansInSQL {
-			envelope[g.level] = g.spans
-			cond += "start_ns >= " + strconv.FormatInt(g.spans[0].from, 10) + " AND start_ns < " + strconv.FormatInt(g.spans[len(g.spans)-1].to, 10)
+		cond := "level = " + strconv.FormatInt(g.Level, 10) + " AND "
+		if len(g.Spans) > rollup.MaxSpansInSQL {
+			envelope[g.Level] = g.Spans
+			cond += "start_ns >= " + strconv.FormatInt(g.Spans[0].From, 10) + " AND start_ns < " + strconv.FormatInt(g.Spans[len(g.Spans)-1].To, 10)
 		} else {
 			var or []string
-			for _, sp := range g.spans {
-				or = append(or, "(start_ns >= "+strconv.FormatInt(sp.from, 10)+" AND start_ns < "+strconv.FormatInt(sp.to, 10)+")")
+			for _, sp := range g.Spans {
+				or = append(or, "(start_ns >= "+strconv.FormatInt(sp.From, 10)+" AND start_ns < "+strconv.FormatInt(sp.To, 10)+")")
 			}
 			cond += "(" + strings.Join(or, " OR ") + ")"
 		}
@@ -486,15 +489,15 @@ func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc,
 	}
 	// The row's name (every key column and the writer), then what acc
 	// needs.
-	sel := slices.Concat([]string{"level", "start_ns", "count", "labels", "statuses"}, rollupKeyColumns, []string{"writer"})
-	nk := len(rollupKeyColumns)
-	dimAt := make([]int, len(acc.dimCols)) // index in rollupKeyColumns
-	for i, c := range acc.dimCols {
-		dimAt[i] = slices.Index(rollupKeyColumns, c)
+	sel := slices.Concat([]string{"level", "start_ns", "count", "labels", "statuses"}, rollup.KeyColumns, []string{"writer"})
+	nk := len(rollup.KeyColumns)
+	dimAt := make([]int, len(acc.DimCols)) // index in KeyColumns
+	for i, c := range acc.DimCols {
+		dimAt[i] = slices.Index(rollup.KeyColumns, c)
 	}
-	statusAt := slices.Index(rollupKeyColumns, "status")
-	for _, fi := range acc.fields {
-		sel = append(sel, StatFields[fi].rollupCol())
+	statusAt := slices.Index(rollup.KeyColumns, "status")
+	for _, fi := range acc.Fields {
+		sel = append(sel, store.StatFields[fi].RollupColumn())
 	}
 	// A branch per level: 18.16 narrows the parts' ranges by the key
 	// (level, start_ns) for each branch, where one WHERE of ORs read
@@ -514,7 +517,7 @@ func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc,
 	var start, count int64
 	var labels, statuses sql.RawBytes
 	keyCols := make([]sql.RawBytes, nk+1) // and the writer
-	sketches := make([]sql.RawBytes, len(acc.fields))
+	sketches := make([]sql.RawBytes, len(acc.Fields))
 	dest := []any{&level, &start, &count, &labels, &statuses}
 	for i := range keyCols {
 		dest = append(dest, &keyCols[i])
@@ -532,20 +535,20 @@ func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc,
 	held := map[string]*heldRow{} // level 1 and up: the largest row of each name
 	var name []byte
 	add := func(start, count int64, labels, statuses []byte, keyCols, sketches [][]byte) error {
-		for i := range acc.dimCols {
-			acc.setDim(i, keyCols[dimAt[i]])
+		for i := range acc.DimCols {
+			acc.SetDim(i, keyCols[dimAt[i]])
 		}
-		c := acc.cell(start)
-		c.addRowCounts(keyCols[statusAt], count, statuses)
+		c := acc.CellAt(start)
+		c.AddRowCounts(keyCols[statusAt], count, statuses)
 		if len(labels) > 0 {
-			addLabels(c.labels, string(labels))
+			rollup.AddLabels(c.Labels, string(labels))
 		}
 		for i, sk := range sketches {
 			if len(sk) == 0 {
 				continue
 			}
-			if err := c.sketchOf(i).MergeBinary(sk); err != nil {
-				return fmt.Errorf("stats: rollup of %s at %s: %w", StatFields[acc.fields[i]].Name,
+			if err := c.SketchOf(i).MergeBinary(sk); err != nil {
+				return fmt.Errorf("stats: rollup of %s at %s: %w", store.StatFields[acc.Fields[i]].Name,
 					time.Unix(0, start).UTC().Format(time.RFC3339), err)
 			}
 		}
@@ -555,7 +558,7 @@ func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc,
 		if err := rows.Scan(dest...); err != nil {
 			return fmt.Errorf("stats: rollups: %w", err)
 		}
-		if spans, ok := envelope[int64(level)]; ok && !inSpans(spans, start) {
+		if spans, ok := envelope[int64(level)]; ok && !rollup.InSpans(spans, start) {
 			continue
 		}
 		// The level is part of the name, as several levels are read
@@ -575,7 +578,7 @@ func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc,
 		for i, b := range sketches {
 			sk[i] = b
 		}
-		if int64(level) == storedLevel(levelMinute, 0) { // raw minute rows
+		if int64(level) == rollup.StoredLevel(rollup.Minute, 0) { // raw minute rows
 			if seen[string(name)] {
 				continue
 			}
@@ -609,14 +612,14 @@ func (s *chStore) readRollups(ctx context.Context, q *StatsQuery, acc *statsAcc,
 	return nil
 }
 
-// statsFromRows answers q from the records (see sqlStore.statsFromRows):
+// StatsFromRows answers q from the records (see StatsFromRows):
 // one query reads the group keys, status, fields and labels of each
 // matching record, FINAL so that a record written twice counts once.
-func (s *chStore) statsFromRows(ctx context.Context, q *StatsQuery, acc *statsAcc, why string) error {
+func (s *chStore) StatsFromRows(ctx context.Context, q *store.StatsQuery, acc *rollup.Acc, why string) error {
 	var raw []string
-	colIdx := make([][]int, len(acc.fields))
-	for i, fi := range acc.fields {
-		for _, c := range StatFields[fi].cols {
+	colIdx := make([][]int, len(acc.Fields))
+	for i, fi := range acc.Fields {
+		for _, c := range store.StatFields[fi].Columns {
 			j := slices.Index(raw, c)
 			if j < 0 {
 				j = len(raw)
@@ -625,7 +628,7 @@ func (s *chStore) statsFromRows(ctx context.Context, q *StatsQuery, acc *statsAc
 			colIdx[i] = append(colIdx[i], j)
 		}
 	}
-	dimCols := acc.dimCols
+	dimCols := acc.DimCols
 	sel := slices.Concat(dimCols, []string{"timestamp_ns", "status", "labels"}, raw)
 	var w chWhere
 	w.match(&q.Filter)
@@ -645,7 +648,7 @@ func (s *chStore) statsFromRows(ctx context.Context, q *StatsQuery, acc *statsAc
 	for rows.Next() {
 		if scanned++; scanned > s.maxStatsRows {
 			return fmt.Errorf("%w: more than %d records match, and %s makes this summary read records rather than rollups; "+
-				"narrow the window or filter, or drop %[3]s to have it answered from rollups", ErrBadQuery, s.maxStatsRows, why)
+				"narrow the window or filter, or drop %[3]s to have it answered from rollups", store.ErrBadQuery, s.maxStatsRows, why)
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return fmt.Errorf("stats: %w", err)
@@ -657,21 +660,21 @@ func (s *chStore) statsFromRows(ctx context.Context, q *StatsQuery, acc *statsAc
 					v = b != 0
 				}
 			}
-			acc.setDim(i, []byte(dimValue(dimCols[i], v)))
+			acc.SetDim(i, []byte(rollup.DimValue(dimCols[i], v)))
 		}
 		ts, _ := vals[nd].(int64)
-		c := acc.cell(ts)
-		c.addCount([]byte(asString(vals[nd+1])), 1)
+		c := acc.CellAt(ts)
+		c.AddCount([]byte(rollup.AsString(vals[nd+1])), 1)
 		labels, _ := vals[nd+2].([]string)
 		for i, l := range labels {
-			lc := c.labels[l]
+			lc := c.Labels[l]
 			lc.Count++
 			if i == 0 {
 				lc.Primary++
 			}
-			c.labels[l] = lc
+			c.Labels[l] = lc
 		}
-		c.addFields(acc, colIdx, vals[nd+3:], in)
+		c.AddFields(acc, colIdx, vals[nd+3:], in)
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("stats: %w", err)

@@ -1,4 +1,4 @@
-package store
+package sqlstore
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/ttfx/ttfx/internal/store"
+	"github.com/ttfx/ttfx/internal/store/rollup"
 )
 
 // On PostgreSQL the record tables are partitioned by UTC day of their
@@ -63,7 +66,7 @@ func createPartitions(ctx context.Context, tx *sql.Tx, days []int64) error {
 // ahead of their records, so that the writer of a live gateway never waits
 // for partition DDL; run at open and with every compaction.
 func (s *sqlStore) prepareDays(ctx context.Context, now time.Time) error {
-	today := floorUnit(unixNano(now), 24*time.Hour)
+	today := rollup.FloorUnit(store.UnixNano(now), 24*time.Hour)
 	return s.ensurePartitions(ctx, []int64{today, today + dayNs})
 }
 
@@ -106,7 +109,7 @@ func (s *sqlStore) ensurePartitions(ctx context.Context, days []int64) error {
 func daysOf(ts []int64) []int64 {
 	var days []int64
 	for _, t := range ts {
-		if d := floorUnit(t, 24*time.Hour); !slices.Contains(days, d) {
+		if d := rollup.FloorUnit(t, 24*time.Hour); !slices.Contains(days, d) {
 			days = append(days, d)
 		}
 	}
@@ -187,7 +190,7 @@ func partitionByDay(ctx context.Context, tx *sql.Tx, _ dialect) error {
 // has passed too: records live at most a day past their retention, and no
 // row is ever deleted one by one.
 func (s *sqlStore) dropDaysBefore(ctx context.Context, t time.Time) (int, error) {
-	cut := floorUnit(unixNano(t), 24*time.Hour)
+	cut := rollup.FloorUnit(store.UnixNano(t), 24*time.Hour)
 	rows, err := s.write.QueryContext(ctx, `SELECT c.relname FROM pg_inherits i
 		JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'requests'::regclass`)
 	if err != nil {

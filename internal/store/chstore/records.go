@@ -1,4 +1,4 @@
-package store
+package chstore
 
 import (
 	"context"
@@ -11,6 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ttfx/ttfx/internal/store"
+	"github.com/ttfx/ttfx/internal/store/rollup"
+
 	"github.com/ttfx/ttfx/internal/record"
 )
 
@@ -22,13 +25,13 @@ var attemptArrays = []string{"attempt_channel", "attempt_upstream_start_ms", "at
 // chRequestColumns are the columns of a requests row as chStore writes and
 // reads them: the SQL engines' request columns, then labels, the attempt
 // arrays and the batch token.
-var chRequestColumns = slices.Concat(requestColumns, []string{"labels"}, attemptArrays, []string{"batch"})
+var chRequestColumns = slices.Concat(store.RequestColumns, []string{"labels"}, attemptArrays, []string{"batch"})
 
-// Positions in requestColumns whose ClickHouse type differs from what
-// requestArgs gives: stream is a UInt8 and skipped_ejected an Array(String).
+// Positions in RequestColumns whose ClickHouse type differs from what
+// RequestArgs gives: stream is a UInt8 and skipped_ejected an Array(String).
 var (
-	chStreamCol  = slices.Index(requestColumns, "stream")
-	chSkippedCol = slices.Index(requestColumns, "skipped_ejected")
+	chStreamCol  = slices.Index(store.RequestColumns, "stream")
+	chSkippedCol = slices.Index(store.RequestColumns, "skipped_ejected")
 )
 
 func floatPtr(v any) *float64 {
@@ -49,22 +52,22 @@ func intPtr(p *int) *int64 {
 // chRequestRow returns the values of r's requests row, in
 // chRequestColumns order.
 func chRequestRow(r *record.Record, batch string) []any {
-	row := requestArgs(make([]any, 0, len(chRequestColumns)), r)
+	row := store.RequestArgs(make([]any, 0, len(chRequestColumns)), r)
 	var stream uint8
 	if r.Stream {
 		stream = 1
 	}
 	row[chStreamCol] = stream
-	skipped := make([]string, 0, min(len(r.SkippedEjected), maxAttempts))
-	for _, n := range r.SkippedEjected[:min(len(r.SkippedEjected), maxAttempts)] {
-		skipped = append(skipped, clean(n, maxNameLen))
+	skipped := make([]string, 0, min(len(r.SkippedEjected), store.MaxAttempts))
+	for _, n := range r.SkippedEjected[:min(len(r.SkippedEjected), store.MaxAttempts)] {
+		skipped = append(skipped, store.Clean(n, store.MaxNameLen))
 	}
 	row[chSkippedCol] = skipped
-	labels := make([]string, 0, min(len(r.Diagnosis), maxLabels))
-	for _, l := range r.Diagnosis[:min(len(r.Diagnosis), maxLabels)] {
-		labels = append(labels, clean(l, maxNameLen))
+	labels := make([]string, 0, min(len(r.Diagnosis), store.MaxLabels))
+	for _, l := range r.Diagnosis[:min(len(r.Diagnosis), store.MaxLabels)] {
+		labels = append(labels, store.Clean(l, store.MaxNameLen))
 	}
-	atts := r.Attempts[:min(len(r.Attempts), maxAttempts)]
+	atts := r.Attempts[:min(len(r.Attempts), store.MaxAttempts)]
 	n := len(atts)
 	var (
 		channel, status, errs, role, outcome = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -74,10 +77,10 @@ func chRequestRow(r *record.Record, batch string) []any {
 	)
 	for i := range atts {
 		a := &atts[i]
-		channel[i], status[i], errs[i] = clean(a.Channel, maxNameLen), clean(a.Status, maxNameLen), clean(a.Error, maxErrorLen)
-		role[i], outcome[i] = clean(a.Role, maxNameLen), clean(a.Outcome, maxNameLen)
-		start[i], headers[i] = floatPtr(offsetArg(a.UpstreamStartMs)), floatPtr(spanArg(a.UpstreamHeadersMs))
-		headersAt[i], first[i] = floatPtr(offsetArg(a.UpstreamHeadersAtMs)), floatPtr(offsetArg(a.FirstResponseAtMs))
+		channel[i], status[i], errs[i] = store.Clean(a.Channel, store.MaxNameLen), store.Clean(a.Status, store.MaxNameLen), store.Clean(a.Error, store.MaxErrorLen)
+		role[i], outcome[i] = store.Clean(a.Role, store.MaxNameLen), store.Clean(a.Outcome, store.MaxNameLen)
+		start[i], headers[i] = floatPtr(store.OffsetArg(a.UpstreamStartMs)), floatPtr(store.SpanArg(a.UpstreamHeadersMs))
+		headersAt[i], first[i] = floatPtr(store.OffsetArg(a.UpstreamHeadersAtMs)), floatPtr(store.OffsetArg(a.FirstResponseAtMs))
 		httpStatus[i] = int64(a.HTTPStatus)
 		tin[i], tout[i] = intPtr(a.TokensInput), intPtr(a.TokensOutput)
 	}
@@ -128,7 +131,7 @@ func (s *chStore) Insert(ctx context.Context, recs []record.Record) error {
 		return nil
 	}
 	for i := range recs {
-		if err := Validate(&recs[i]); err != nil {
+		if err := store.Validate(&recs[i]); err != nil {
 			return err
 		}
 	}
@@ -202,6 +205,9 @@ func (s *chStore) storedBatches(ctx context.Context, ids []string) (map[string]s
 
 // chSelectRecord is the column list scanCHRecord reads.
 var chSelectRecord = strings.Join(chRequestColumns[:len(chRequestColumns)-1], ", ")
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
 
 // scanCHRecord reads a requests row selected with chSelectRecord.
 func scanCHRecord(sc scanner) (record.Record, error) {
@@ -298,11 +304,11 @@ func chTimeConds(from, to int64) []string {
 	var c []string
 	if from != math.MinInt64 {
 		c = append(c, "timestamp_ns >= "+strconv.FormatInt(from, 10),
-			minuteKey+" >= "+strconv.FormatInt(floorDiv(from, int64(time.Minute)), 10))
+			minuteKey+" >= "+strconv.FormatInt(rollup.FloorDiv(from, int64(time.Minute)), 10))
 	}
 	if to != math.MaxInt64 {
 		c = append(c, "timestamp_ns < "+strconv.FormatInt(to, 10),
-			minuteKey+" <= "+strconv.FormatInt(floorDiv(to, int64(time.Minute)), 10))
+			minuteKey+" <= "+strconv.FormatInt(rollup.FloorDiv(to, int64(time.Minute)), 10))
 	}
 	return c
 }
@@ -326,13 +332,13 @@ func (w *chWhere) String() string {
 }
 
 // match adds the conditions of f over requests.
-func (w *chWhere) match(f *Filter) {
+func (w *chWhere) match(f *store.Filter) {
 	from, to := int64(math.MinInt64), int64(math.MaxInt64)
 	if !f.From.IsZero() {
-		from = unixNano(f.From)
+		from = store.UnixNano(f.From)
 	}
 	if !f.To.IsZero() {
-		to = unixNano(f.To)
+		to = store.UnixNano(f.To)
 	}
 	w.conds = append(w.conds, chTimeConds(from, to)...)
 	for _, c := range []struct{ col, v string }{{"model", f.Model}, {"channel", f.Channel}, {"group_name", f.Group},
@@ -354,13 +360,13 @@ func (w *chWhere) match(f *Filter) {
 }
 
 func (s *chStore) Get(ctx context.Context, id string) (record.Record, error) {
-	if id == "" || len(id) > MaxIDLen {
-		return record.Record{}, ErrNotFound
+	if id == "" || len(id) > store.MaxIDLen {
+		return record.Record{}, store.ErrNotFound
 	}
 	var ts int64
 	err := s.read.QueryRowContext(ctx, "SELECT timestamp_ns FROM request_ids WHERE request_id = ? LIMIT 1", id).Scan(&ts)
 	if errors.Is(err, sql.ErrNoRows) {
-		return record.Record{}, ErrNotFound
+		return record.Record{}, store.ErrNotFound
 	}
 	if err != nil {
 		return record.Record{}, fmt.Errorf("get %s: %w", id, err)
@@ -369,7 +375,7 @@ func (s *chStore) Get(ctx context.Context, id string) (record.Record, error) {
 	w.cond("request_id = ?", id)
 	r, err := scanCHRecord(s.read.QueryRowContext(ctx, "SELECT "+chSelectRecord+" FROM requests"+w.String()+" LIMIT 1", w.args...))
 	if errors.Is(err, sql.ErrNoRows) {
-		return record.Record{}, ErrNotFound
+		return record.Record{}, store.ErrNotFound
 	}
 	if err != nil {
 		return record.Record{}, fmt.Errorf("get %s: %w", id, err)
@@ -381,17 +387,17 @@ func (s *chStore) Get(ctx context.Context, id string) (record.Record, error) {
 // from the two narrow columns (and those the filter names), then the
 // page's rows whole. Sorting every matching row's seventy columns to keep
 // fifty would read the whole window.
-func (s *chStore) List(ctx context.Context, f Filter) (Page, error) {
-	limit, err := pageLimit(&f)
+func (s *chStore) List(ctx context.Context, f store.Filter) (store.Page, error) {
+	limit, err := store.PageLimit(&f)
 	if err != nil {
-		return Page{}, err
+		return store.Page{}, err
 	}
 	var w chWhere
 	w.match(&f)
 	if f.Cursor != "" {
-		ts, id, err := decodeCursor(f.Cursor)
+		ts, id, err := store.DecodeCursor(f.Cursor)
 		if err != nil {
-			return Page{}, err
+			return store.Page{}, err
 		}
 		w.conds = append(w.conds, chTimeConds(math.MinInt64, ts+1)...)
 		w.cond("(timestamp_ns, request_id) < (?, ?)", ts, id)
@@ -399,7 +405,7 @@ func (s *chStore) List(ctx context.Context, f Filter) (Page, error) {
 	rows, err := s.read.QueryContext(ctx, "SELECT timestamp_ns, request_id FROM requests"+w.String()+
 		" ORDER BY timestamp_ns DESC, request_id DESC LIMIT 1 BY request_id LIMIT "+strconv.Itoa(limit+1), w.args...)
 	if err != nil {
-		return Page{}, fmt.Errorf("list: %w", err)
+		return store.Page{}, fmt.Errorf("list: %w", err)
 	}
 	var ids []string
 	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
@@ -408,15 +414,15 @@ func (s *chStore) List(ctx context.Context, f Filter) (Page, error) {
 		var id string
 		if err := rows.Scan(&ts, &id); err != nil {
 			rows.Close()
-			return Page{}, fmt.Errorf("list: %w", err)
+			return store.Page{}, fmt.Errorf("list: %w", err)
 		}
 		ids = append(ids, id)
 		lo, hi = min(lo, ts), max(hi, ts)
 	}
 	if err := rows.Close(); err != nil {
-		return Page{}, fmt.Errorf("list: %w", err)
+		return store.Page{}, fmt.Errorf("list: %w", err)
 	}
-	p := Page{Records: []record.Record{}}
+	p := store.Page{Records: []record.Record{}}
 	if len(ids) == 0 {
 		return p, nil
 	}
@@ -430,7 +436,7 @@ func (s *chStore) List(ctx context.Context, f Filter) (Page, error) {
 	w.cond("request_id IN (" + chIDList(ids) + ")")
 	rows, err = s.read.QueryContext(ctx, "SELECT "+chSelectRecord+" FROM requests"+w.String()+" LIMIT 1 BY request_id", w.args...)
 	if err != nil {
-		return Page{}, fmt.Errorf("list: %w", err)
+		return store.Page{}, fmt.Errorf("list: %w", err)
 	}
 	recs := make([]record.Record, len(ids))
 	found := 0
@@ -438,7 +444,7 @@ func (s *chStore) List(ctx context.Context, f Filter) (Page, error) {
 		r, err := scanCHRecord(rows)
 		if err != nil {
 			rows.Close()
-			return Page{}, fmt.Errorf("list: %w", err)
+			return store.Page{}, fmt.Errorf("list: %w", err)
 		}
 		if i, ok := pos[r.RequestID]; ok {
 			recs[i] = r
@@ -446,15 +452,15 @@ func (s *chStore) List(ctx context.Context, f Filter) (Page, error) {
 		}
 	}
 	if err := rows.Close(); err != nil {
-		return Page{}, fmt.Errorf("list: %w", err)
+		return store.Page{}, fmt.Errorf("list: %w", err)
 	}
 	if found != len(ids) {
 		// Only a partition dropped between the two reads does this.
-		return Page{}, fmt.Errorf("list: %d of the page's %d records vanished while it was read", len(ids)-found, len(ids))
+		return store.Page{}, fmt.Errorf("list: %d of the page's %d records vanished while it was read", len(ids)-found, len(ids))
 	}
 	p.Records = recs
 	if more {
-		p.Next = encodeCursor(&recs[len(recs)-1])
+		p.Next = store.EncodeCursor(&recs[len(recs)-1])
 	}
 	return p, nil
 }
@@ -470,7 +476,7 @@ var chDayTables = []string{"request_ids", "requests", "rollups", "rollup_marks"}
 // has passed too: ClickHouse deletes by partition, and a DELETE of rows is
 // a mutation that rewrites whole parts in the background.
 func (s *chStore) DeleteBefore(ctx context.Context, t time.Time, limit int) (int, error) {
-	end := floorDiv(unixNano(t), chDayNs) // days before this one end by t
+	end := rollup.FloorDiv(store.UnixNano(t), chDayNs) // days before this one end by t
 	rows, err := s.write.QueryContext(ctx, `SELECT DISTINCT table, partition FROM system.parts
 		WHERE database = currentDatabase() AND active AND table IN ('request_ids', 'requests', 'rollups', 'rollup_marks')`)
 	if err != nil {

@@ -1,0 +1,162 @@
+package rollup
+
+import (
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ttfx/ttfx/internal/store"
+)
+
+func TestRollupPlan(t *testing.T) {
+	day, hour, minute := int64(24*time.Hour), int64(time.Hour), int64(time.Minute)
+	d0 := testBase.UnixNano()
+	type span = Span
+	for _, c := range []struct {
+		name     string
+		from, to int64
+		bucket   time.Duration
+		dirty    [][2]int64
+		want     []span
+	}{
+		{"whole days", d0, d0 + 2*day, 0, nil, []span{{Day, d0, d0 + 2*day, false}}},
+		{"edges in hours and minutes", d0 + 23*hour - 5*minute, d0 + day + 2*hour + 3*minute, 0, nil, []span{
+			{Minute, d0 + 23*hour - 5*minute, d0 + 23*hour, true}, {Hour, d0 + 23*hour, d0 + day + 2*hour, false},
+			{Minute, d0 + day + 2*hour, d0 + day + 2*hour + 3*minute, true}}},
+		{"a dirty day is read in six hours", d0, d0 + 2*day, 0, [][2]int64{{Day, d0 + day}}, []span{
+			{Day, d0, d0 + day, false}, {SixHours, d0 + day, d0 + 2*day, false}}},
+		{"a dirty six hours is read in three hours", d0, d0 + day, 0, [][2]int64{{Day, d0}, {SixHours, d0 + 6*hour}}, []span{
+			{SixHours, d0, d0 + 6*hour, false}, {ThreeHours, d0 + 6*hour, d0 + 12*hour, false}, {SixHours, d0 + 12*hour, d0 + day, false}}},
+		{"a dirty three hours is read in hours", d0, d0 + 6*hour, 0, [][2]int64{{SixHours, d0}, {ThreeHours, d0 + 3*hour}}, []span{
+			{ThreeHours, d0, d0 + 3*hour, false}, {Hour, d0 + 3*hour, d0 + 6*hour, false}}},
+		{"the last 24 hours: six hours, and the coarsest units that fit at its ends", d0 + 15*hour + 37*minute, d0 + day + 15*hour + 37*minute, 0, nil, []span{
+			{Minute, d0 + 15*hour + 37*minute, d0 + 15*hour + 40*minute, true},
+			{TenMinutes, d0 + 15*hour + 40*minute, d0 + 16*hour, false}, {Hour, d0 + 16*hour, d0 + 18*hour, false},
+			{SixHours, d0 + 18*hour, d0 + day + 12*hour, false}, {ThreeHours, d0 + day + 12*hour, d0 + day + 15*hour, false},
+			{HalfHour, d0 + day + 15*hour, d0 + day + 15*hour + 30*minute, false},
+			{Minute, d0 + day + 15*hour + 30*minute, d0 + day + 15*hour + 37*minute, true}}},
+		{"a dirty hour is read in half hours", d0, d0 + 3*hour, 0, [][2]int64{{ThreeHours, d0}, {Hour, d0 + hour}}, []span{
+			{Hour, d0, d0 + hour, false}, {HalfHour, d0 + hour, d0 + 2*hour, false}, {Hour, d0 + 2*hour, d0 + 3*hour, false}}},
+		{"a dirty half hour is read in ten minutes, a dirty ten minutes in minutes", d0, d0 + hour, 0,
+			[][2]int64{{Hour, d0}, {HalfHour, d0}, {TenMinutes, d0 + 20*minute}}, []span{
+				{TenMinutes, d0, d0 + 20*minute, false}, {Minute, d0 + 20*minute, d0 + 30*minute, true}, {HalfHour, d0 + 30*minute, d0 + hour, false}}},
+		{"edges of ten minutes and half hours", d0 + 7*minute, d0 + hour + 25*minute, 0, nil, []span{
+			{Minute, d0 + 7*minute, d0 + 10*minute, true}, {TenMinutes, d0 + 10*minute, d0 + 30*minute, false},
+			{HalfHour, d0 + 30*minute, d0 + hour, false}, {TenMinutes, d0 + hour, d0 + hour + 20*minute, false},
+			{Minute, d0 + hour + 20*minute, d0 + hour + 25*minute, true}}},
+		{"edges of hours and ten minutes", d0 + 7*minute, d0 + 2*hour + 25*minute, 0, nil, []span{
+			{Minute, d0 + 7*minute, d0 + 10*minute, true}, {TenMinutes, d0 + 10*minute, d0 + 30*minute, false},
+			{HalfHour, d0 + 30*minute, d0 + hour, false},
+			{Hour, d0 + hour, d0 + 2*hour, false}, {TenMinutes, d0 + 2*hour, d0 + 2*hour + 20*minute, false},
+			{Minute, d0 + 2*hour + 20*minute, d0 + 2*hour + 25*minute, true}}},
+		{"hourly buckets use no days", d0, d0 + day, time.Hour, nil, []span{{Hour, d0, d0 + day, false}}},
+		{"12-hour buckets use six hours, no days", d0, d0 + day, 12 * time.Hour, nil, []span{{SixHours, d0, d0 + day, false}}},
+		{"3-hour buckets use three hours", d0, d0 + day, 3 * time.Hour, nil, []span{{ThreeHours, d0, d0 + day, false}}},
+		{"30-minute buckets use half hours", d0, d0 + hour, 30 * time.Minute, nil, []span{{HalfHour, d0, d0 + hour, false}}},
+		{"10-minute buckets use no hours", d0, d0 + hour, 10 * time.Minute, nil, []span{{TenMinutes, d0, d0 + hour, false}}},
+		{"5-minute buckets use minutes", d0, d0 + hour, 5 * time.Minute, nil, []span{{Minute, d0, d0 + hour, true}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := Plan{Dirty: map[[2]int64]bool{}}
+			for level := range NumLevels {
+				p.Allowed[level] = c.bucket == 0 || c.bucket%Unit[level] == 0
+			}
+			for _, d := range c.dirty {
+				p.Dirty[d] = true
+			}
+			p.Cover(Day, c.from, c.to)
+			if !slices.Equal(p.Spans, c.want) {
+				t.Errorf("spans %v, want %v", p.Spans, c.want)
+			}
+		})
+	}
+}
+
+// TestProjectionFor: a summary reads the coarsest projection that keeps
+// every dimension it filters or groups by.
+func TestProjectionFor(t *testing.T) {
+	yes := true
+	for _, c := range []struct {
+		q    store.StatsQuery
+		cols []string
+		want int
+	}{
+		{store.StatsQuery{}, nil, 8},
+		{store.StatsQuery{Filter: store.Filter{Stream: &yes}}, nil, 8},
+		{store.StatsQuery{Filter: store.Filter{Stream: &yes, Group: "g"}}, nil, 5},
+		{store.StatsQuery{}, []string{"channel"}, 7},
+		{store.StatsQuery{Filter: store.Filter{Group: "g"}}, []string{"channel"}, 4},
+		{store.StatsQuery{Filter: store.Filter{Model: "m"}}, nil, 6},
+		{store.StatsQuery{Filter: store.Filter{Model: "m", Group: "g"}}, nil, 3},
+		{store.StatsQuery{Filter: store.Filter{Model: "m"}}, []string{"channel"}, 9},
+		{store.StatsQuery{Filter: store.Filter{Model: "m", Group: "g"}}, []string{"channel"}, 2},
+		{store.StatsQuery{}, []string{"api"}, 1},
+		{store.StatsQuery{}, []string{"provider", "stream"}, 1},
+		{store.StatsQuery{Filter: store.Filter{Status: "ok"}}, nil, 0},
+	} {
+		if got := ProjectionFor(&c.q, c.cols); got != c.want {
+			t.Errorf("filter %+v, group columns %v: projection %d, want %d", c.q.Filter, c.cols, got, c.want)
+		}
+	}
+	// Each projection keeps what it says and no more.
+	k := Key{API: "a", Route: "r", Model: "m", Group: "g", Channel: "c", Region: "e", Provider: "p", Stream: true, Status: "ok"}
+	for p, proj := range Projections {
+		pk := k.Project(proj)
+		for _, col := range KeyColumns {
+			if kept := pk.Dim(col) == k.Dim(col); kept != proj.Has(col) {
+				t.Errorf("projection %d: %s kept %v", p, col, kept)
+			}
+		}
+	}
+}
+
+// TestStatusesRoundTrip: per-status counts survive the statuses column,
+// whatever characters a status holds.
+func TestStatusesRoundTrip(t *testing.T) {
+	in := map[string]int64{"ok": 1 << 40, "upstream_error": 3, "a,b=c%2C": 2, "": 1, "%": 7}
+	got := map[string]int64{}
+	AddStatuses(got, EncodeStatuses(in))
+	if !maps.Equal(got, in) {
+		t.Errorf("got %v, want %v (encoded %q)", got, in, EncodeStatuses(in))
+	}
+	AddStatuses(got, "ok=1,broken,=x,ok=2")
+	if got["ok"] != 1<<40+3 {
+		t.Errorf("malformed parts not skipped: ok=%d", got["ok"])
+	}
+}
+
+// TestRollupPlanProjected: a summary of a projection other than 0 reads
+// minutes from their compacted rows, and a dirty minute from its raw ones.
+func TestRollupPlanProjected(t *testing.T) {
+	hour, minute := int64(time.Hour), int64(time.Minute)
+	d0 := testBase.UnixNano()
+	p := Plan{Dirty: map[[2]int64]bool{}, Projected: true}
+	for level := range NumLevels {
+		p.Allowed[level] = true
+	}
+	for _, d := range [][2]int64{{Minute, d0 + 8*minute}, {HalfHour, d0 + 30*minute}, {TenMinutes, d0 + 50*minute}, {Minute, d0 + 52*minute}, {Minute, d0 + hour + 12*minute}} {
+		p.Dirty[d] = true
+	}
+	p.Cover(Day, d0+7*minute, d0+hour+13*minute)
+	want := []Span{
+		{Minute, d0 + 7*minute, d0 + 8*minute, false}, {Minute, d0 + 8*minute, d0 + 9*minute, true},
+		{Minute, d0 + 9*minute, d0 + 10*minute, false}, {TenMinutes, d0 + 10*minute, d0 + 50*minute, false},
+		{Minute, d0 + 50*minute, d0 + 52*minute, false}, {Minute, d0 + 52*minute, d0 + 53*minute, true},
+		{Minute, d0 + 53*minute, d0 + hour, false}, {TenMinutes, d0 + hour, d0 + hour + 10*minute, false},
+		{Minute, d0 + hour + 10*minute, d0 + hour + 12*minute, false}, {Minute, d0 + hour + 12*minute, d0 + hour + 13*minute, true},
+	}
+	if !slices.Equal(p.Spans, want) {
+		t.Errorf("spans %v, want %v", p.Spans, want)
+	}
+	groups := p.ByLevel(3)
+	var levels []int64
+	for _, g := range groups {
+		levels = append(levels, g.Level)
+	}
+	if !slices.Equal(levels, []int64{0, 30, 31}) {
+		t.Errorf("stored levels read %v, want raw minutes, minutes and ten minutes of projection 3", levels)
+	}
+}
+
+var testBase = time.Date(2025, 3, 10, 0, 0, 0, 0, time.UTC)

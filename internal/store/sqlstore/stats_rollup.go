@@ -1,0 +1,172 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/ttfx/ttfx/internal/store"
+	"github.com/ttfx/ttfx/internal/store/rollup"
+)
+
+// StatsFromRollups answers q from the rollups, over its window widened to
+// whole minutes, which it returns (zero for an open end). It reads the
+// coarsest rows that are up to date — days, hours, ten minutes, minutes —
+// so its cost
+// follows the window's length and the variety of the traffic (the keys of
+// a row: api, route, model, group, channel, region, provider, stream,
+// status), not the number of records.
+func (s *sqlStore) StatsFromRollups(ctx context.Context, q *store.StatsQuery, acc *rollup.Acc) (time.Time, time.Time, error) {
+	tx, err := s.read.BeginTx(ctx, s.d.readTx)
+	if err != nil {
+		return time.Time{}, time.Time{}, fmt.Errorf("stats: %w", err)
+	}
+	defer tx.Rollback()
+
+	// The window in whole minutes, and what of it holds data: the plan
+	// then never walks the days of an open or far-reaching end.
+	var fromT, toT time.Time
+	from, to := int64(math.MinInt64), int64(math.MaxInt64)
+	if !q.Filter.From.IsZero() {
+		from = rollup.FloorUnit(store.UnixNano(q.Filter.From), time.Minute)
+		fromT = time.Unix(0, from).UTC()
+	}
+	if !q.Filter.To.IsZero() {
+		to = store.UnixNano(q.Filter.To)
+		if to <= math.MaxInt64-int64(time.Minute) {
+			to = rollup.CeilUnit(to, int64(time.Minute))
+			toT = time.Unix(0, to).UTC()
+		}
+	}
+	// Two subqueries: SQLite answers a lone MIN or MAX from the index, but
+	// scans for both in one select.
+	var lo, hi sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT (SELECT MIN(start_ns) FROM rollups WHERE level = 0),
+		(SELECT MAX(start_ns) FROM rollups WHERE level = 0)`).Scan(&lo, &hi); err != nil {
+		return fromT, toT, fmt.Errorf("stats: %w", err)
+	}
+	if !lo.Valid {
+		return fromT, toT, nil // no records at all
+	}
+	// Whole days around the data, so that a day row still counts as whole.
+	from = max(from, rollup.FloorUnit(lo.Int64, 24*time.Hour))
+	to = min(to, rollup.FloorUnit(hi.Int64, 24*time.Hour)+int64(24*time.Hour))
+	if from >= to {
+		return fromT, toT, nil
+	}
+
+	proj := rollup.ProjectionFor(q, acc.DimCols)
+	plan := rollup.Plan{Dirty: map[[2]int64]bool{}, Projected: proj > 0}
+	for level := range rollup.NumLevels {
+		plan.Allowed[level] = q.Bucket == 0 || q.Bucket%rollup.Unit[level] == 0
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT level, start_ns FROM rollup_dirty WHERE start_ns >= $1 AND start_ns < $2`, from, to)
+	if err != nil {
+		return fromT, toT, fmt.Errorf("stats: %w", err)
+	}
+	for rows.Next() {
+		var level, start int64
+		if err := rows.Scan(&level, &start); err != nil {
+			rows.Close()
+			return fromT, toT, fmt.Errorf("stats: %w", err)
+		}
+		plan.Dirty[[2]int64{level, start}] = true
+	}
+	if err := rows.Close(); err != nil {
+		return fromT, toT, fmt.Errorf("stats: %w", err)
+	}
+	plan.Cover(rollup.Day, from, to)
+	for _, g := range plan.ByLevel(proj) {
+		if err := s.readRollups(ctx, tx, q, acc, g.Level, g.Spans); err != nil {
+			return fromT, toT, err
+		}
+	}
+	return fromT, toT, nil
+}
+
+// readRollups merges the rollup rows of one level within spans into acc.
+func (s *sqlStore) readRollups(ctx context.Context, tx *sql.Tx, q *store.StatsQuery, acc *rollup.Acc, level int64, spans []rollup.Span) error {
+	var b builder
+	b.cond("level = " + b.arg(level))
+	envelope := len(spans) > rollup.MaxSpansInSQL
+	if envelope {
+		b.cond("start_ns >= " + b.arg(spans[0].From) + " AND start_ns < " + b.arg(spans[len(spans)-1].To))
+	} else {
+		var or []string
+		for _, sp := range spans {
+			or = append(or, "(start_ns >= "+b.arg(sp.From)+" AND start_ns < "+b.arg(sp.To)+")")
+		}
+		b.cond("(" + strings.Join(or, " OR ") + ")")
+	}
+	f := &q.Filter
+	for _, c := range []struct{ col, v string }{{"model", f.Model}, {"channel", f.Channel}, {"group_name", f.Group}, {"status", f.Status}} {
+		if c.v != "" {
+			b.cond(c.col + " = " + b.arg(c.v))
+		}
+	}
+	if f.Stream != nil {
+		b.cond("stream = " + b.arg(*f.Stream))
+	}
+	sel := []string{"start_ns", "status", "count", "labels", "statuses"}
+	sel = append(sel, acc.DimCols...)
+	for _, fi := range acc.Fields {
+		sel = append(sel, store.StatFields[fi].RollupColumn())
+	}
+	rows, err := tx.QueryContext(ctx, "SELECT "+strings.Join(sel, ", ")+" FROM rollups"+b.where(), b.args...)
+	if err != nil {
+		return fmt.Errorf("stats: rollups: %w", err)
+	}
+	defer rows.Close()
+	var start, count int64
+	var status, labels, statuses sql.RawBytes
+	nd := len(acc.DimCols)
+	dims := make([]sql.RawBytes, nd)
+	sketches := make([]sql.RawBytes, len(acc.Fields))
+	dest := []any{&start, &status, &count, &labels, &statuses}
+	for i := range dims {
+		dest = append(dest, &dims[i])
+	}
+	for i := range sketches {
+		dest = append(dest, &sketches[i])
+	}
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return fmt.Errorf("stats: rollups: %w", err)
+		}
+		if envelope && !rollup.InSpans(spans, start) {
+			continue
+		}
+		for i := range nd {
+			acc.SetDim(i, dims[i])
+		}
+		c := acc.CellAt(start)
+		c.AddRowCounts(status, count, statuses)
+		if len(labels) > 0 {
+			rollup.AddLabels(c.Labels, string(labels))
+		}
+		for i, sk := range sketches {
+			if len(sk) == 0 {
+				continue
+			}
+			if err := c.SketchOf(i).MergeBinary(sk); err != nil {
+				return fmt.Errorf("stats: rollup of %s at %s: %w", store.StatFields[acc.Fields[i]].Name,
+					time.Unix(0, start).UTC().Format(time.RFC3339), err)
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("stats: rollups: %w", err)
+	}
+	return nil
+}
+
+// Stats summarises the records matching q. It answers from the rollups
+// (see StatsFromRollups) unless a filter needs the records themselves (see
+// RowsReason); then it reads them (StatsFromRows), bounded by MaxStatsRows.
+// It waits while MaxConcurrentStats other calls run.
+func (s *sqlStore) Stats(ctx context.Context, q store.StatsQuery) (store.Stats, error) {
+	return rollup.Answer(ctx, q, s.statsSlots, s)
+}
