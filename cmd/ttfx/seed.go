@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -67,7 +68,8 @@ func seedMain(ctx context.Context, args []string, stderr io.Writer, now func() t
 	defer s.Close()
 	to := now()
 	g := seed.New(seed.Options{Records: *n, From: to.Add(-span), To: to, Seed: *seedN})
-	fmt.Fprintf(stderr, "seeding %d records over %s into %s\n", *n, span, store.Redact(*dsn))
+	fmt.Fprintf(stderr, "seeding %s records over %s into %s; their channels are named %s…, apart from real ones\n",
+		thousands(*n), span, store.Redact(*dsn), seed.ChannelPrefix)
 	bar := newProgressBar(stderr)
 	res, err := seed.Run(ctx, s, g, *batch, bar.update)
 	bar.finish()
@@ -75,9 +77,32 @@ func seedMain(ctx context.Context, args []string, stderr io.Writer, now func() t
 		return err
 	}
 	rate := float64(res.Written) / res.Elapsed.Seconds()
-	fmt.Fprintf(stderr, "wrote %d records in %s (%.0f records/s, rollups included; %d rollup units compacted)\n",
-		res.Written, res.Elapsed.Round(100*time.Millisecond), rate, res.Compacted)
+	fmt.Fprintf(stderr, "wrote %s records in %s (%s records/s, rollups included; %s rollup units compacted)\n",
+		thousands(int(res.Written)), res.Elapsed.Round(100*time.Millisecond), thousands(int(rate)), thousands(res.Compacted))
+	if sz, ok := s.(store.Sizer); ok && res.Written > 0 {
+		tables, err := sz.StorageSize(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stderr, sizeLine(tables, res.Written))
+	}
 	return nil
+}
+
+// sizeLine says what the store costs on disk per record stored, in all and
+// per table (indexes included), largest first.
+func sizeLine(tables []store.TableSize, records uint64) string {
+	var total int64
+	for _, t := range tables {
+		total += t.Bytes
+	}
+	var parts []string
+	for _, t := range tables {
+		if b := t.Bytes / int64(records); b > 0 {
+			parts = append(parts, fmt.Sprintf("%s %s", t.Table, thousands(int(b))))
+		}
+	}
+	return fmt.Sprintf("store: %.1f MB, %s bytes per record (%s)", float64(total)/1e6, thousands(int(total/int64(records))), strings.Join(parts, ", "))
 }
 
 // seedSpan reads --days: a bare number of days, or a duration (7d, 36h).
@@ -95,13 +120,15 @@ func seedSpan(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// progressBar draws the progress of a long job on a terminal, or prints a
-// line every tenth of the way when the output is not one.
+// progressBar draws the progress of a long job on a terminal, one line
+// per phase, or prints a line every tenth of each phase when the output is
+// not one. Each phase has its own rate and time remaining.
 type progressBar struct {
 	w     io.Writer
 	tty   bool
-	start time.Time
-	last  int // the tenth last printed, when not a terminal
+	phase string
+	start time.Time // of the phase
+	last  int       // the tenth last printed, when not a terminal
 	drawn bool
 }
 
@@ -112,18 +139,33 @@ func newProgressBar(w io.Writer) *progressBar {
 			tty = true
 		}
 	}
-	return &progressBar{w: w, tty: tty, start: time.Now(), last: -1}
+	return &progressBar{w: w, tty: tty, last: -1}
 }
 
-func (p *progressBar) update(done, total int) {
-	frac := float64(done) / float64(max(total, 1))
+// phaseUnits names what each phase of seed.Run counts.
+var phaseUnits = map[string]string{seed.PhaseWriting: "records", seed.PhaseCompacting: "rollup units"}
+
+func (p *progressBar) update(phase string, done, total int) {
+	if phase != p.phase {
+		p.finish()
+		p.phase, p.start, p.last, p.drawn = phase, time.Now(), -1, false
+	}
+	frac := 1.0
+	if total > 0 {
+		frac = min(float64(done)/float64(total), 1)
+	}
 	el := time.Since(p.start)
 	rate := float64(done) / max(el.Seconds(), 1e-9)
-	eta := "-"
-	if rate > 0 && done < total {
-		eta = time.Duration(float64(total-done) / rate * float64(time.Second)).Round(time.Second).String()
+	eta := "0s"
+	if done < total {
+		eta = "-"
+		if rate > 0 {
+			eta = time.Duration(float64(total-done) / rate * float64(time.Second)).Round(time.Second).String()
+		}
 	}
-	line := fmt.Sprintf("%6.1f%%  %d/%d  %.0f records/s  eta %s", 100*frac, done, total, rate, eta)
+	units := phaseUnits[phase]
+	line := fmt.Sprintf("%-10s %6.1f%%  %s/%s %s  %s/s  %s elapsed, %s left", phase, 100*frac,
+		thousands(done), thousands(total), units, thousands(int(rate)), el.Round(time.Second), eta)
 	if p.tty {
 		const width = 30
 		fill := int(frac * width)
@@ -140,5 +182,25 @@ func (p *progressBar) update(done, total int) {
 func (p *progressBar) finish() {
 	if p.drawn {
 		fmt.Fprintln(p.w)
+		p.drawn = false
 	}
+}
+
+// thousands writes n with its thousands grouped by commas (84,983), as the
+// dashboard writes counts.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
 }

@@ -20,8 +20,13 @@ func TestSeedCommand(t *testing.T) {
 		&out, func() time.Time { return now }); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "wrote 5000 records") || !strings.Contains(out.String(), "100.0%") {
-		t.Errorf("output:\n%s", out.String())
+	// Every phase is shown to its end, with a rate and the time left, and
+	// then what the store costs per record.
+	for _, want := range []string{"wrote 5,000 records", "their channels are named seed-",
+		"writing     100.0%  5,000/5,000 records", "compacting  100.0%", "0s left", "bytes per record (rollups "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
 	}
 	s, err := store.Open(context.Background(), dsn)
 	if err != nil {

@@ -8,9 +8,16 @@ import (
 	"github.com/ttfx/ttfx/internal/store"
 )
 
-// Progress is called now and then during Run with the records handed to
-// the writer so far.
-type Progress func(done, total int)
+// Phases of Run, in order.
+const (
+	PhaseWriting    = "writing"    // records stored, of all
+	PhaseCompacting = "compacting" // rollup units compacted, of those due
+)
+
+// Progress is called now and then during Run: in each phase with the work
+// done so far and the work of the whole phase (records stored; rollup
+// units compacted), and once more when the phase ends with done = total.
+type Progress func(phase string, done, total int)
 
 // Result is what Run did.
 type Result struct {
@@ -35,7 +42,12 @@ func Run(ctx context.Context, s store.Store, g *Generator, batch int, progress P
 	queue := 4 * batch
 	w := store.NewWriter(s, store.WriterOptions{QueueSize: queue, BatchSize: batch, WriteTimeout: 2 * time.Minute})
 	lastReport := time.Time{}
-	done := 0
+	report := func() {
+		if progress != nil && time.Since(lastReport) > 200*time.Millisecond {
+			progress(PhaseWriting, int(w.Stats().Written), g.Len())
+			lastReport = time.Now()
+		}
+	}
 	for !g.Done() {
 		if err := ctx.Err(); err != nil {
 			w.Close(context.Background())
@@ -43,6 +55,7 @@ func Run(ctx context.Context, s store.Store, g *Generator, batch int, progress P
 		}
 		for w.Stats().Queued >= queue-batch/4 {
 			time.Sleep(time.Millisecond)
+			report()
 		}
 		for range batch / 4 {
 			if g.Done() {
@@ -50,26 +63,45 @@ func Run(ctx context.Context, s store.Store, g *Generator, batch int, progress P
 			}
 			r := g.Next()
 			w.Record(&r)
-			done++
 		}
-		if progress != nil && time.Since(lastReport) > 200*time.Millisecond {
-			progress(done, g.Len())
-			lastReport = time.Now()
+		report()
+	}
+	// The last batches: the queue drains while Close waits.
+	closed := make(chan error, 1)
+	go func() { closed <- w.Close(ctx) }()
+	for waiting := true; waiting; {
+		select {
+		case err := <-closed:
+			if err != nil {
+				return Result{}, fmt.Errorf("seed: %w", err)
+			}
+			waiting = false
+		case <-time.After(200 * time.Millisecond):
+			report()
 		}
-	}
-	if err := w.Close(ctx); err != nil {
-		return Result{}, fmt.Errorf("seed: %w", err)
-	}
-	if progress != nil {
-		progress(done, g.Len())
 	}
 	st := w.Stats()
+	if progress != nil {
+		progress(PhaseWriting, int(st.Written), g.Len())
+	}
 	res := Result{Written: st.Written, Dropped: st.Dropped, Rejected: st.Rejected}
 	if c, ok := s.(store.Compactor); ok {
 		// Compaction works in steps; run it until every closed unit is
-		// compacted as of now, as the gateway would.
+		// compacted as of now, as the gateway would, counting the units
+		// due down when the store can say how many there are.
 		now := time.Now()
+		due := 0
+		if b, ok := s.(store.Backlogger); ok {
+			n, err := b.CompactionBacklog(ctx, now)
+			if err != nil {
+				return res, fmt.Errorf("seed: compact: %w", err)
+			}
+			due = n
+		}
 		for {
+			if progress != nil {
+				progress(PhaseCompacting, res.Compacted, max(due, res.Compacted))
+			}
 			n, err := c.Compact(ctx, now)
 			if err != nil {
 				return res, fmt.Errorf("seed: compact: %w", err)
@@ -78,6 +110,9 @@ func Run(ctx context.Context, s store.Store, g *Generator, batch int, progress P
 			if n == 0 {
 				break
 			}
+		}
+		if progress != nil {
+			progress(PhaseCompacting, res.Compacted, res.Compacted)
 		}
 	}
 	res.Elapsed = time.Since(start)

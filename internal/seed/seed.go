@@ -5,6 +5,11 @@
 // diagnosed by the gateway's own rules, so their labels are what the
 // gateway would have written. They are for seeing the dashboard at volume
 // and for benchmarks and tests; nothing in them came from a provider.
+//
+// Every channel they name starts with ChannelPrefix, so that in a store
+// that also holds real traffic (ttfx seed writes into the zero-config
+// gateway's ttfx.db by default) the dashboard's channels, and every record,
+// say which are synthetic.
 package seed
 
 import (
@@ -19,6 +24,9 @@ import (
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/timeline"
 )
+
+// ChannelPrefix starts the name of every channel of a seeded record.
+const ChannelPrefix = "seed-"
 
 // Options say what to make. Zero fields take the defaults.
 type Options struct {
@@ -104,25 +112,25 @@ var (
 	geminiAPIs    = []apiShare{{"gemini", "POST /v1beta/models/{target}", 1}}
 
 	channels = []channel{
-		{name: "openai-us", region: "us", provider: "api.openai.com", apis: openaiAPIs,
+		{name: "seed-openai-us", region: "us", provider: "api.openai.com", apis: openaiAPIs,
 			models:    []model{{"gpt-4o-mini", 110, 0, false}, {"gpt-4o", 65, 0, false}, {"o4-mini", 95, 2400, false}},
 			headersMs: 320, headersSig: 0.45, queueShare: 0.01, firstEventMs: 12, weight: 0.3},
-		{name: "azure-east", region: "us", provider: "ttfx-east.openai.azure.com", apis: openaiAPIs,
+		{name: "seed-azure-east", region: "us", provider: "ttfx-east.openai.azure.com", apis: openaiAPIs,
 			models:    []model{{"gpt-4o-mini", 95, 0, false}, {"gpt-4o", 55, 0, false}},
 			headersMs: 520, headersSig: 0.8, queueShare: 0.09, firstEventMs: 20, weight: 0.15},
-		{name: "openai-eu", region: "eu", provider: "eu.api.openai.com", apis: openaiAPIs,
+		{name: "seed-openai-eu", region: "eu", provider: "eu.api.openai.com", apis: openaiAPIs,
 			models:    []model{{"gpt-4o-mini", 105, 0, false}, {"o4-mini", 90, 2600, false}},
 			headersMs: 380, headersSig: 0.5, queueShare: 0.02, firstEventMs: 14, weight: 0.12},
-		{name: "anthropic-main", region: "us", provider: "api.anthropic.com", apis: anthropicAPIs,
+		{name: "seed-anthropic-main", region: "us", provider: "api.anthropic.com", apis: anthropicAPIs,
 			models:    []model{{"claude-sonnet-4-5", 62, 1800, true}, {"claude-haiku-4-5", 140, 0, false}},
 			headersMs: 450, headersSig: 0.5, queueShare: 0.02, firstEventMs: 8, weight: 0.25},
-		{name: "gemini-main", region: "us", provider: "generativelanguage.googleapis.com", apis: geminiAPIs,
+		{name: "seed-gemini-main", region: "us", provider: "generativelanguage.googleapis.com", apis: geminiAPIs,
 			models:    []model{{"gemini-2.5-flash", 170, 900, false}, {"gemini-2.5-pro", 75, 3800, false}},
 			headersMs: 600, headersSig: 0.55, queueShare: 0.02, firstEventMs: 5, metadataFirst: 0.06, weight: 0.18},
 	}
 
 	// backup is where failed primaries are retried.
-	backup = channel{name: "openrouter-backup", region: "eu", provider: "openrouter.ai",
+	backup = channel{name: "seed-openrouter-backup", region: "eu", provider: "openrouter.ai",
 		headersMs: 700, headersSig: 0.6, firstEventMs: 25}
 
 	groups = []struct {

@@ -3,6 +3,7 @@ package seed
 import (
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,6 +38,11 @@ func TestRecordsArePlausible(t *testing.T) {
 			t.Fatalf("%s: status %s but primary verdict %s", r.RequestID, r.Status, r.Diagnosis[0])
 		}
 		dims["channel"][r.Channel] = true
+		for _, name := range append([]string{r.Channel}, channelsOf(r.Attempts)...) {
+			if name != "" && !strings.HasPrefix(name, ChannelPrefix) {
+				t.Fatalf("%s: channel %q does not say it is seeded (%s…)", r.RequestID, name, ChannelPrefix)
+			}
+		}
 		dims["model"][r.Model] = true
 		dims["group"][r.Group] = true
 		dims["api"][r.API] = true
@@ -112,4 +118,12 @@ func TestSameSeedSameRecords(t *testing.T) {
 	if !differ {
 		t.Error("another seed made the same records")
 	}
+}
+
+func channelsOf(as []record.Attempt) []string {
+	var out []string
+	for _, a := range as {
+		out = append(out, a.Channel)
+	}
+	return out
 }

@@ -26,6 +26,28 @@ type Compactor interface {
 	Compact(ctx context.Context, now time.Time) (int, error)
 }
 
+// Backlogger is a Compactor that can say how much compaction work is due:
+// the units that Compact calls as of now would make, until none is left.
+// A progress display counts them down (see ttfx seed).
+type Backlogger interface {
+	CompactionBacklog(ctx context.Context, now time.Time) (int, error)
+}
+
+// Sizer is a store that can say what it costs on disk, table by table:
+// how bytes per record is measured (see ttfx seed).
+type Sizer interface {
+	// StorageSize returns every table's bytes on disk, its indexes
+	// included, largest first. Pages the engine keeps free for reuse
+	// (SQLite's freelist) count as the table "(free)".
+	StorageSize(ctx context.Context) ([]TableSize, error)
+}
+
+// TableSize is one table's bytes on disk, indexes included.
+type TableSize struct {
+	Table string
+	Bytes int64
+}
+
 // MaxCompactPerCall bounds the units one Compact call makes, so that a
 // backlog (after an upgrade, or an outage) is worked off in steps.
 const MaxCompactPerCall = 500

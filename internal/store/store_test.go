@@ -553,3 +553,31 @@ func testDropDays(t *testing.T, s store.Store) {
 		t.Errorf("rollups: %d left of the dropped day, %d of the kept ones", before, after)
 	}
 }
+
+// TestStorageSize: every engine says what its tables cost on disk, the
+// records' and the rollups' among them, largest first.
+func TestStorageSize(t *testing.T) {
+	storetest.ForEachEngine(t, func(t *testing.T, s store.Store) {
+		var recs []record.Record
+		for i := range 50 {
+			recs = append(recs, storetest.FullRecord(storetest.IDN(i), storetest.Base.Add(time.Duration(i)*time.Second)))
+		}
+		storetest.Insert(t, s, recs...)
+		tables, err := s.(store.Sizer).StorageSize(storetest.Ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int64{}
+		for i, tb := range tables {
+			got[tb.Table] = tb.Bytes
+			if i > 0 && tb.Bytes > tables[i-1].Bytes {
+				t.Errorf("not largest first: %v", tables)
+			}
+		}
+		for _, want := range []string{"requests", "rollups"} {
+			if got[want] <= 0 {
+				t.Errorf("%s: %d bytes (%v)", want, got[want], tables)
+			}
+		}
+	})
+}

@@ -68,7 +68,7 @@ func BenchmarkSeeded(b *testing.B) {
 	}
 	at := newest.Records[0].Timestamp.Add(time.Minute)
 	yes := true
-	detail, err := s.List(context.Background(), store.Filter{To: at.Add(-12 * time.Hour), Stream: &yes, Channel: "anthropic-main", Limit: 1})
+	detail, err := s.List(context.Background(), store.Filter{To: at.Add(-12 * time.Hour), Stream: &yes, Channel: "seed-anthropic-main", Limit: 1})
 	if err != nil || len(detail.Records) == 0 {
 		b.Fatalf("no record for the detail: %v", err)
 	}

@@ -58,7 +58,7 @@ func TestBrowserSeeded(t *testing.T) {
 	go func() { served <- srv.Serve(sctx) }()
 	t.Cleanup(func() { stop(); <-served })
 	admin := secret(srv.Generated(), "admin")
-	recent, err := srv.Store().List(context.Background(), store.Filter{Limit: 1, Channel: "anthropic-main"})
+	recent, err := srv.Store().List(context.Background(), store.Filter{Limit: 1, Channel: "seed-anthropic-main"})
 	if err != nil || len(recent.Records) == 0 {
 		t.Fatalf("a seeded record: %v", err)
 	}
@@ -82,8 +82,8 @@ func TestBrowserSeeded(t *testing.T) {
 		{"#/overview?since=7d", `document.querySelector('[data-count]') && document.querySelector('[data-count]').textContent !== '0'`},
 		{"#/requests?since=24h", `document.querySelectorAll('tr[data-id]').length > 10`},
 		{"#/requests?since=7d&label=upstream_headers_slow", `document.querySelectorAll('tr[data-id]').length > 0`},
-		{"#/channels?since=24h", `document.querySelector('tr[data-channel="anthropic-main"]')`},
-		{"#/channels?since=7d", `document.querySelector('tr[data-channel="gemini-main"]')`},
+		{"#/channels?since=24h", `document.querySelector('tr[data-channel="seed-anthropic-main"]')`},
+		{"#/channels?since=7d", `document.querySelector('tr[data-channel="seed-gemini-main"]')`},
 		{"#/request/" + recent.Records[0].RequestID, `document.querySelector('.wf-row')`},
 	} {
 		begin := time.Now()

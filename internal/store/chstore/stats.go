@@ -175,6 +175,23 @@ func (s *chStore) Compact(ctx context.Context, now time.Time) (int, error) {
 	return made, nil
 }
 
+// CompactionBacklog implements store.Backlogger: the units changed since
+// they were compacted that ended CompactionGrace before now.
+func (s *chStore) CompactionBacklog(ctx context.Context, now time.Time) (int, error) {
+	total := 0
+	for level := range rollup.NumLevels {
+		cut := now.Add(-rollup.Unit[level] - store.CompactionGrace).UnixNano()
+		var n uint64
+		err := s.read.QueryRowContext(ctx, "SELECT count() FROM (SELECT start_ns FROM rollup_marks WHERE level = ? AND start_ns <= ?"+
+			chDirtyHaving+")", uint8(level), cut).Scan(&n)
+		if err != nil {
+			return 0, fmt.Errorf("compaction backlog: %w", err)
+		}
+		total += int(n)
+	}
+	return total, nil
+}
+
 // dirtyUnits returns the starts of level's dirty units in [from, to).
 func (s *chStore) dirtyUnits(ctx context.Context, level int, from, to int64, limit int) ([]int64, error) {
 	q := "SELECT start_ns FROM rollup_marks WHERE level = ? AND start_ns >= ? AND start_ns < ?" + chDirtyHaving + " ORDER BY start_ns"

@@ -60,6 +60,24 @@ func (s *sqlStore) Compact(ctx context.Context, now time.Time) (int, error) {
 	return made, nil
 }
 
+// CompactionBacklog implements store.Backlogger: the dirty units that
+// ended CompactionGrace before now.
+func (s *sqlStore) CompactionBacklog(ctx context.Context, now time.Time) (int, error) {
+	var b builder
+	var or []string
+	for level := range rollup.NumLevels {
+		cut := now.Add(-rollup.Unit[level] - store.CompactionGrace).UnixNano()
+		or = append(or, "(level = "+b.arg(int64(level))+" AND start_ns <= "+b.arg(cut)+")")
+	}
+	var n int
+	err := s.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT DISTINCT level, start_ns FROM rollup_dirty WHERE `+
+		strings.Join(or, " OR ")+`) u`, b.args...).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("compaction backlog: %w", err)
+	}
+	return n, nil
+}
+
 // levelRank is an SQL expression of a row's level that orders levels from
 // the finest unit to the coarsest (see Order).
 var levelRank = func() string {
