@@ -77,6 +77,10 @@ func samples() map[string]*Sketch {
 	return map[string]*Sketch{
 		"empty":               of(),
 		"one":                 of(250),
+		"one zero":            of(math.Copysign(0, -1)),
+		"one negative":        of(-42.5),
+		"one tiny":            of(MinIndexable / 2),
+		"one extreme":         of(-MaxIndexable),
 		"zeros":               of(0, 0, 0),
 		"zeros and negatives": of(-3, 0, 0, 2.5, -1e-12, 7e5),
 		"extremes":            of(MinIndexable, MaxIndexable, -MinIndexable, -MaxIndexable, 1e300),
@@ -171,7 +175,12 @@ func TestDecodeErrors(t *testing.T) {
 	}{
 		{"nothing", nil},
 		{"version 0", []byte{0, 0}},
-		{"version 2", enc(byte(2), valid[1:])},
+		{"version 3", enc(byte(3), valid[1:])},
+		{"one value, short", enc(byte(2), []byte{0, 0, 0, 0, 0, 0, 0})},
+		{"one value, long", enc(byte(2), 1.0, byte(0))},
+		{"one value, NaN", enc(byte(2), math.NaN())},
+		{"one value, infinite", enc(byte(2), math.Inf(-1))},
+		{"one value, −0", enc(byte(2), math.Copysign(0, -1))},
 		{"bytes after an empty sketch", []byte{1, 0, 0}},
 		{"trailing byte", enc(valid, byte(0))},
 		{"overlong varint", enc(byte(1), bytes.Repeat([]byte{0xff}, 10), byte(1))},
@@ -287,5 +296,45 @@ func TestMergeBinaryAllocs(t *testing.T) {
 	s.Reset()
 	if allocs := testing.AllocsPerRun(100, func() { s.Reset(); _ = s.MergeBinary(b) }); allocs != 0 {
 		t.Errorf("Reset and MergeBinary: %v allocations a call", allocs)
+	}
+}
+
+// TestOneValue: a sketch of one value is its version-2 encoding, 9 bytes,
+// and a version-1 encoding of one value (as stored before version 2)
+// decodes and merges to the same sketch.
+func TestOneValue(t *testing.T) {
+	for _, v := range []float64{250, 0, -42.5, MinIndexable / 2, 1e300} {
+		var s Sketch
+		s.Add(v)
+		b := mustEncode(t, &s)
+		if len(b) != 9 || b[0] != versionOne {
+			t.Errorf("%g: % x, want version %d and the value", v, b, versionOne)
+		}
+		var z uint64
+		if math.Abs(v) < MinIndexable {
+			z = 1
+		}
+		legacy := enc(byte(version), uint64(1), v, v, v, z)
+		switch {
+		case v >= MinIndexable:
+			legacy = enc(legacy, uint64(1), index(v), uint64(1<<2), uint64(0))
+		case v <= -MinIndexable:
+			legacy = enc(legacy, uint64(0), uint64(1), index(-v), uint64(1<<2))
+		default:
+			legacy = enc(legacy, uint64(0), uint64(0))
+		}
+		var got, merged Sketch
+		if err := got.UnmarshalBinary(legacy); err != nil {
+			t.Fatalf("%g: legacy % x: %v", v, legacy, err)
+		}
+		checkEqual(t, &got, &s, 0)
+		merged.Add(7)
+		if err := merged.MergeBinary(b); err != nil {
+			t.Fatal(err)
+		}
+		want := Sketch{}
+		want.Add(7)
+		want.Add(v)
+		checkEqual(t, &merged, &want, 0)
 	}
 }
