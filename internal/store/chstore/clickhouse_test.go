@@ -264,11 +264,13 @@ func TestClickHouseSchema(t *testing.T) {
 	}
 	rows.Close()
 	want := map[string][]string{
-		"requests":          chRequestColumns,
-		"request_ids":       {"request_id", "timestamp_ns", "batch"},
-		"rollups":           chRollupColumns,
-		"rollup_marks":      {"level", "start_ns", "kind", "at"},
-		"schema_migrations": {"version", "name", "applied_ns"},
+		"requests":           chRequestColumns,
+		"request_ids":        {"request_id", "timestamp_ns", "batch"},
+		"rollups":            chRollupColumns,
+		"rollup_marks":       {"level", "start_ns", "kind", "at"},
+		"schema_migrations":  {"version", "name", "applied_ns"},
+		"channel_states":     {"channel", "state", "set_by", "set_ns"},
+		"channel_state_acks": {"replica", "channel", "set_ns", "applied_ns"},
 	}
 	if len(got) != len(want) {
 		t.Errorf("tables %v, want %v", storetest.Keys(got), storetest.Keys(want))

@@ -36,18 +36,23 @@ func TestSchemaHasNoPlaceForContent(t *testing.T) {
 		"rollup_dirty.writer": "random id of a gateway process",
 		"api_keys.hash":       "SHA-256 of an API key, never the key", "api_keys.name": "key name given by an operator",
 		"api_keys.role": "admin/viewer/client", "api_keys.group_name": "group given by an operator",
+		"channel_states.channel": "configured channel", "channel_states.state": "serving/drained/disabled",
+		"channel_states.set_by": "operator's key name", "channel_state_acks.channel": "configured channel",
+		"channel_state_acks.replica": "random id of a gateway process",
 	}
 	for _, f := range store.StatFields {
 		textColumns["rollups."+f.RollupColumn()] = "a quantile sketch: bucket counts and min/max/sum of a timing field"
 	}
 	want := map[string][]string{
-		"requests":          store.RequestColumns,
-		"request_attempts":  store.ColumnNames(attemptTable),
-		"request_labels":    store.ColumnNames(labelTable),
-		"schema_migrations": {"version", "name", "applied_ns"},
-		"rollups":           store.ColumnNames(rollupTable),
-		"rollup_dirty":      store.ColumnNames(dirtyTable),
-		"api_keys":          {"hash", "name", "role", "group_name", "created_ns", "expires_ns"},
+		"requests":           store.RequestColumns,
+		"request_attempts":   store.ColumnNames(attemptTable),
+		"request_labels":     store.ColumnNames(labelTable),
+		"schema_migrations":  {"version", "name", "applied_ns"},
+		"rollups":            store.ColumnNames(rollupTable),
+		"rollup_dirty":       store.ColumnNames(dirtyTable),
+		"api_keys":           {"hash", "name", "role", "group_name", "created_ns", "expires_ns"},
+		"channel_states":     {"channel", "state", "set_by", "set_ns"},
+		"channel_state_acks": {"replica", "channel", "set_ns", "applied_ns"},
 	}
 	for _, e := range storetest.SQLEngines() {
 		t.Run(e.Name, func(t *testing.T) {
