@@ -208,8 +208,9 @@ func ms(o interface{ Ms() (float64, bool) }) (float64, bool) { return o.Ms() }
 
 // near checks a field within 5 % or 50 ms of want, as issue 4 asks. Late
 // by more is allowed only as far as this process's timers were seen to run
-// late during the measurement, twice over (the simulator's send and the
-// gateway's read each wait for their turn): on a loaded machine every
+// late during the measurement, three times over (the simulator's timer,
+// its write and the gateway's read each wait for their turn; twice was
+// seen to fall 2 ms short beside stress-ng): on a loaded machine every
 // mark comes late alike, never early.
 func near(t testing.TB, name string, got interface{ Ms() (float64, bool) }, want float64) {
 	t.Helper()
@@ -220,7 +221,7 @@ func near(t testing.TB, name string, got interface{ Ms() (float64, bool) }, want
 	}
 	tol := math.Max(0.05*want, 50)
 	slip := testenv.Slip(time.Duration(v*float64(time.Millisecond)) + time.Second)
-	if late := tol + 2*float64(slip)/float64(time.Millisecond); v < want-tol || v > want+late {
+	if late := tol + 3*float64(slip)/float64(time.Millisecond); v < want-tol || v > want+late {
 		t.Errorf("%s = %.1f, want %.0f (−%.0f/+%.0f: timers ran up to %v late meanwhile)", name, v, want, tol, late, slip.Round(time.Millisecond))
 	}
 }

@@ -388,9 +388,12 @@ func TestHedgeWins(t *testing.T) {
 // hedge delay and then stalls is relayed alone: no hedge once its bytes
 // went to the client.
 func TestHedgeNotAfterOutput(t *testing.T) {
-	prof := map[string]sim.Profile{"m": {HeadersMs: 5, TextMs: sim.Ms(20), VisibleTokens: 40, TPS: 200, Fault: "stall_after:2:600"}}
+	// First output at 20 ms, the hedge delay 300 ms (room for a loaded
+	// machine: 100 ms was seen to pass before the first output arrived),
+	// then a stall of 1.2 s, well past it.
+	prof := map[string]sim.Profile{"m": {HeadersMs: 5, TextMs: sim.Ms(20), VisibleTokens: 40, TPS: 200, Fault: "stall_after:2:1200"}}
 	up, infos := upstream(t, prof)
-	rt := &route.Route{Models: []string{"m"}, Hedge: &route.HedgePolicy{After: 100 * time.Millisecond, MaxShare: 1}}
+	rt := &route.Route{Models: []string{"m"}, Hedge: &route.HedgePolicy{After: 300 * time.Millisecond, MaxShare: 1}}
 	b := channel("b", "anthropic", up.URL, fastTimeouts)
 	b.Priority = 1
 	gw, recs, router := routedGateway(t, []*route.Route{rt}, channel("a", "anthropic", up.URL, fastTimeouts), b)
