@@ -21,6 +21,7 @@ import (
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/server"
 	"github.com/ttfx/ttfx/internal/sim"
+	"github.com/ttfx/ttfx/internal/testenv"
 )
 
 // TestStalledStream: a stream that stops for 3.5 s mid-answer and then
@@ -101,13 +102,16 @@ diagnosis:
 		t5, _ := rec.FirstTextDeltaMs.Ms()
 		t6, _ := rec.UpstreamDoneMs.Ms()
 		// The gap is the stall plus one token's interval (10 ms), give or
-		// take scheduling on a loaded machine.
-		if !ok || gap < stall || gap > stall+400 {
-			t.Errorf("%s: max_output_gap_ms = %v (present %v), want about %v", r.name, gap, ok, stall)
+		// take scheduling: the simulator keeps its schedule, so a 20th token
+		// written late shortens the gap by as much as this process's timers
+		// were seen to fire late meanwhile (seen: 3499.8 ms under load).
+		slip := float64(testenv.Slip(time.Duration(t6)*time.Millisecond+time.Second)) / float64(time.Millisecond)
+		if !ok || gap < stall-slip || gap > stall+400+3*slip {
+			t.Errorf("%s: max_output_gap_ms = %v (present %v), want about %v (timers up to %.0f ms late)", r.name, gap, ok, stall, slip)
 		}
 		// It ended after the 20th token: 80 + 20 × 10 ms + 3500 ms from the
 		// simulator's start, so between t5 + 3.5 s and t6.
-		if !atOK || at < t5+stall || at > t6 {
+		if !atOK || at < t5+stall-slip || at > t6 {
 			t.Errorf("%s: max_output_gap_at_ms = %v, want within [t5 + %v, t6] = [%v, %v]", r.name, at, stall, t5+stall, t6)
 		}
 		if rec.Status != record.StatusOK || !slices.Contains(rec.Diagnosis, diagnose.GenerationStalled) {
