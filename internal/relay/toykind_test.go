@@ -22,8 +22,8 @@ func init() {
 	wire.RegisterKind(&wire.Kind{
 		Name: "toy", Families: []string{"openai"},
 		Authorize: func(h http.Header, key string) { h.Set("Toy-Key", key) },
-		URL: func(base *url.URL, path, query string) *url.URL {
-			return wire.JoinURL(base, "/toy"+path, query)
+		URL: func(t wire.Target) *url.URL {
+			return wire.JoinURL(t.Base, "/toy"+t.Path, t.Query)
 		},
 		ForwardHeaders: []string{"Toy-Trace"},
 	})

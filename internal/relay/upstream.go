@@ -549,7 +549,7 @@ func (x *exchange) upstreamRequest(ctx context.Context, a *attempt) (*http.Reque
 	path, query, _ := strings.Cut(x.req.upstreamURI, "?")
 	var u *url.URL
 	if kind.URL != nil {
-		u = kind.URL(ch.BaseURL, path, query)
+		u = kind.URL(wire.Target{Base: ch.BaseURL, Path: path, Query: query, Model: x.req.model})
 	} else {
 		u = wire.JoinURL(ch.BaseURL, path, query)
 	}

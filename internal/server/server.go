@@ -520,7 +520,11 @@ func (s *Server) startSim(profiles map[string]sim.Profile) error {
 func (s *Server) simChannels() []config.Channel {
 	base := s.SimURL()
 	var out []config.Channel
-	for _, p := range wire.KindNames() {
+	for _, k := range wire.Kinds() {
+		if !k.ZeroConfig {
+			continue
+		}
+		p := k.Name
 		out = append(out, config.Channel{
 			Name: "sim-" + p, Protocol: p, BaseURL: base, Region: "local", Weight: 1,
 			Timeouts: config.DefaultTimeouts, Secret: "sim-key",

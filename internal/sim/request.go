@@ -72,6 +72,11 @@ func parseRequest(api API, body []byte, pathModel string) (request, *apiError) {
 		if req.model, e = str("model"); e != nil {
 			return req, e
 		}
+		if pathModel != "" {
+			// An Azure deployment URL names the model; the body's, if
+			// any, is not read.
+			req.model = pathModel
+		}
 		if req.model == "" {
 			return req, missing(api, "model")
 		}

@@ -174,6 +174,7 @@ func (s *Server) routes() {
 	m.HandleFunc("/v1/models/{name}", s.modelPath)
 	m.HandleFunc("/v1beta/models", s.models)
 	m.HandleFunc("/v1beta/models/{name}", s.modelPath)
+	s.azureRoutes(m)
 	m.HandleFunc("/", s.notFound)
 	s.mux = m
 }
@@ -215,7 +216,7 @@ func (s *Server) modelPath(w http.ResponseWriter, r *http.Request) {
 		}
 		switch action {
 		case "generateContent", "streamGenerateContent":
-			s.serve(w, r, APIGemini, model, action == "streamGenerateContent")
+			s.serve(w, r, APIGemini, model, action == "streamGenerateContent", false)
 			return
 		}
 		writeError(w, familyGemini, errorf(http.StatusNotFound, "Unknown method "+action+"; the simulator serves generateContent and streamGenerateContent."))
@@ -229,7 +230,7 @@ func (s *Server) modelPath(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) generation(api API) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, api, "", false) }
+	return func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, api, "", false, false) }
 }
 
 // lookup finds the profile for model.
@@ -257,7 +258,10 @@ type exchange struct {
 }
 
 // serve runs one model request from receipt to its last byte.
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, api API, pathModel string, geminiStream bool) {
+// pathModel is a model the URL names (a Gemini model, an Azure
+// deployment); keyChecked says the caller checked the key in its
+// provider's own way.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, api API, pathModel string, geminiStream, keyChecked bool) {
 	x := &exchange{s: s, w: w, r: r, ctx: r.Context(), t0: s.now(), family: familyOf(api)}
 	x.info = Info{API: api, Path: r.URL.Path, Received: x.t0}
 	defer x.finish()
@@ -266,7 +270,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, api API, pathMode
 		x.fail(&apiError{status: http.StatusMethodNotAllowed, msg: "Method not allowed; use POST."}, "POST")
 		return
 	}
-	if s.opts.APIKey != "" {
+	if s.opts.APIKey != "" && !keyChecked {
 		got := auth.FromRequest(r)
 		if subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.APIKey)) != 1 {
 			x.fail(errorf(http.StatusUnauthorized, "Invalid or missing API key."), "")

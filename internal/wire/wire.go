@@ -117,9 +117,20 @@ type Kind struct {
 	// ForwardHeaders are the client headers the provider reads, which the
 	// gateway passes on (never the client's credentials).
 	ForwardHeaders []string
-	// URL builds the upstream URL from the channel's base and the client's
-	// path and query (key removed); nil joins them (JoinURL).
-	URL func(base *url.URL, path, query string) *url.URL
+	// ZeroConfig marks a kind the zero-config gateway gives a simulator
+	// channel (one per API family: the provider's own kind).
+	ZeroConfig bool
+	// URL builds the upstream URL of a request; nil joins the channel's
+	// base and the client's path and query (JoinURL).
+	URL func(t Target) *url.URL
+}
+
+// Target is what a kind builds an upstream URL from.
+type Target struct {
+	Base  *url.URL // the channel's base_url (not to be modified)
+	Path  string   // the client's path ("/v1/chat/completions")
+	Query string   // the client's query, any key removed
+	Model string   // the model the request is for (in a deployment's name for some kinds)
 }
 
 var (

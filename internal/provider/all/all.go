@@ -5,6 +5,7 @@ package all
 
 import (
 	_ "github.com/ttfx/ttfx/internal/provider/anthropic"
+	_ "github.com/ttfx/ttfx/internal/provider/azure"
 	_ "github.com/ttfx/ttfx/internal/provider/gemini"
 	_ "github.com/ttfx/ttfx/internal/provider/openai"
 )

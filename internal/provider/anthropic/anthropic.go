@@ -39,7 +39,7 @@ func init() {
 		GenAIOperation: "chat", GenAIProvider: "anthropic",
 	})
 	wire.RegisterKind(&wire.Kind{
-		Name: Family, Families: []string{Family},
+		Name: Family, Families: []string{Family}, ZeroConfig: true,
 		Authorize: func(h http.Header, key string) {
 			h.Set("X-Api-Key", key)
 			if h.Get("Anthropic-Version") == "" {

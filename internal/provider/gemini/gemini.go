@@ -44,7 +44,7 @@ func init() {
 		GenAIOperation: "generate_content", GenAIProvider: "gcp.gemini",
 	})
 	wire.RegisterKind(&wire.Kind{
-		Name: Family, Families: []string{Family},
+		Name: Family, Families: []string{Family}, ZeroConfig: true,
 		Authorize:      func(h http.Header, key string) { h.Set("X-Goog-Api-Key", key) },
 		ForwardHeaders: []string{"X-Goog-Api-Client"},
 		URL:            upstreamURL,
@@ -56,8 +56,9 @@ func init() {
 // goes to …/v1beta/models/… rather than …/v1beta/v1/models/…, so that a
 // channel configured as SDKs are configured serves clients of either
 // version.
-func upstreamURL(base *url.URL, path, query string) *url.URL {
-	b := strings.TrimSuffix(base.Path, "/")
+func upstreamURL(t wire.Target) *url.URL {
+	path := t.Path
+	b := strings.TrimSuffix(t.Base.Path, "/")
 	for _, v := range versions {
 		if strings.HasSuffix(b, v) {
 			for _, w := range versions {
@@ -69,7 +70,7 @@ func upstreamURL(base *url.URL, path, query string) *url.URL {
 			break
 		}
 	}
-	return wire.JoinURL(base, path, query)
+	return wire.JoinURL(t.Base, path, t.Query)
 }
 
 var versions = []string{"/v1beta", "/v1"}

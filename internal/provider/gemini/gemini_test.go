@@ -20,7 +20,7 @@ func TestUpstreamURL(t *testing.T) {
 		{"https://proxy.example.com/google", "/v1/models/m:generateContent", "https://proxy.example.com/google/v1/models/m:generateContent"},
 	} {
 		base, _ := url.Parse(tt.base)
-		if got := upstreamURL(base, tt.path, "alt=sse").String(); got != tt.want+"?alt=sse" {
+		if got := upstreamURL(wire.Target{Base: base, Path: tt.path, Query: "alt=sse", Model: "m"}).String(); got != tt.want+"?alt=sse" {
 			t.Errorf("upstreamURL(%s, %s) = %s, want %s?alt=sse", tt.base, tt.path, got, tt.want)
 		}
 	}

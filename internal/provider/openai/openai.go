@@ -58,7 +58,7 @@ func init() {
 		wire.RegisterAPI(a)
 	}
 	wire.RegisterKind(&wire.Kind{
-		Name: Family, Families: []string{Family},
+		Name: Family, Families: []string{Family}, ZeroConfig: true,
 		Authorize: func(h http.Header, key string) {
 			if key != "" {
 				h.Set("Authorization", "Bearer "+key)

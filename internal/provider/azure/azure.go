@@ -1,0 +1,80 @@
+// Package azure is the unit of the azure provider kind: Azure OpenAI
+// (Azure AI Foundry) resources, reached with an api-key. A channel's
+// base_url is the resource endpoint in one of Azure's two URL forms:
+//
+//   - the deployment form, https://RESOURCE.openai.azure.com, optionally
+//     with ?api-version=…: the model a client asks for names the
+//     deployment, and requests go to
+//     /openai/deployments/{deployment}/chat/completions?api-version=…
+//     (completions and embeddings alike; Responses to
+//     /openai/responses?api-version=…);
+//   - the v1 form, https://RESOURCE.openai.azure.com/openai/v1: requests go
+//     to /openai/v1/chat/completions and so on, with the model in the body
+//     as OpenAI's own API has it, and no api-version.
+//
+// Azure speaks OpenAI's wire format, so the kind serves the openai family.
+package azure
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/ttfx/ttfx/internal/wire"
+)
+
+// Kind is the name of the kind.
+const Kind = "azure"
+
+// APIVersion is the api-version the deployment form gets when the
+// channel's base_url names none: the latest generally available one that
+// serves chat, completions and embeddings.
+const APIVersion = "2024-10-21"
+
+// ResponsesAPIVersion is the api-version the deployment form's Responses
+// path needs when the base_url names none (Responses came with it).
+const ResponsesAPIVersion = "2025-04-01-preview"
+
+func init() {
+	wire.RegisterKind(&wire.Kind{
+		Name: Kind, Families: []string{"openai"},
+		Authorize: func(h http.Header, key string) { h.Set("Api-Key", key) },
+		// Not the client's x-ms-client-request-id or the like: they
+		// would name the client's calls.
+		ForwardHeaders: []string{"Openai-Beta"},
+		URL:            upstreamURL,
+	})
+}
+
+// upstreamURL builds the URL in the base_url's form.
+func upstreamURL(t wire.Target) *url.URL {
+	base := strings.TrimSuffix(t.Base.Path, "/")
+	if strings.HasSuffix(base, "/openai/v1") {
+		// The v1 form: OpenAI's paths under /openai/v1.
+		return wire.JoinURL(t.Base, t.Path, t.Query)
+	}
+	rest, _ := strings.CutPrefix(t.Path, "/v1")
+	u := new(url.URL)
+	*u = *t.Base
+	u.RawPath = ""
+	switch rest {
+	case "/chat/completions", "/completions", "/embeddings":
+		u.Path = base + "/openai/deployments/" + t.Model + rest
+		u.RawPath = strings.TrimSuffix(t.Base.EscapedPath(), "/") + "/openai/deployments/" + url.PathEscape(t.Model) + rest
+	default: // /responses, /models
+		u.Path = base + "/openai" + rest
+	}
+	q := t.Base.Query()
+	if !q.Has("api-version") {
+		v := APIVersion
+		if rest == "/responses" {
+			v = ResponsesAPIVersion
+		}
+		q.Set("api-version", v)
+	}
+	u.RawQuery = q.Encode()
+	if t.Query != "" {
+		u.RawQuery += "&" + t.Query
+	}
+	return u
+}

@@ -1,0 +1,44 @@
+package azure
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/ttfx/ttfx/internal/wire"
+)
+
+func TestUpstreamURL(t *testing.T) {
+	for _, tt := range []struct{ base, path, query, model, want string }{
+		{"https://r.openai.azure.com", "/v1/chat/completions", "", "prod-4o",
+			"https://r.openai.azure.com/openai/deployments/prod-4o/chat/completions?api-version=" + APIVersion},
+		{"https://r.openai.azure.com/?api-version=2025-01-01-preview", "/v1/completions", "", "d",
+			"https://r.openai.azure.com/openai/deployments/d/completions?api-version=2025-01-01-preview"},
+		{"https://r.openai.azure.com", "/v1/embeddings", "", "a b/c",
+			"https://r.openai.azure.com/openai/deployments/a%20b%2Fc/embeddings?api-version=" + APIVersion},
+		{"https://r.openai.azure.com", "/v1/responses", "", "d",
+			"https://r.openai.azure.com/openai/responses?api-version=" + ResponsesAPIVersion},
+		{"https://r.openai.azure.com", "/v1/models", "", "",
+			"https://r.openai.azure.com/openai/models?api-version=" + APIVersion},
+		{"https://r.openai.azure.com/openai/v1", "/v1/chat/completions", "", "gpt-4o",
+			"https://r.openai.azure.com/openai/v1/chat/completions"},
+		{"https://r.openai.azure.com/openai/v1/", "/v1/responses", "x=1", "gpt-4o",
+			"https://r.openai.azure.com/openai/v1/responses?x=1"},
+	} {
+		base, _ := url.Parse(tt.base)
+		if got := upstreamURL(wire.Target{Base: base, Path: tt.path, Query: tt.query, Model: tt.model}).String(); got != tt.want {
+			t.Errorf("upstreamURL(%s, %s, %s) =\n%s, want\n%s", tt.base, tt.path, tt.model, got, tt.want)
+		}
+	}
+}
+
+func TestAuthorize(t *testing.T) {
+	h := http.Header{}
+	wire.LookupKind(Kind).Authorize(h, "k")
+	if h.Get("Api-Key") != "k" || h.Get("Authorization") != "" {
+		t.Errorf("headers %v", h)
+	}
+	if !wire.Serves(Kind, "openai") || wire.Serves(Kind, "anthropic") {
+		t.Error("azure serves the openai family only")
+	}
+}
