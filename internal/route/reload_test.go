@@ -102,7 +102,7 @@ func TestOperatorStateAndUneject(t *testing.T) {
 // Plans and swaps run at once without a race (go test -race) and every plan
 // sees one whole table.
 func TestSwapConcurrentWithPlans(t *testing.T) {
-	r := New([]*Channel{chanAt("a", "http://a.example", "0")}, Options{})
+	r := New([]*Channel{chanAt("a0", "http://a.example", "0")}, Options{})
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for range 4 {
