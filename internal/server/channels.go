@@ -181,13 +181,8 @@ func (s *Server) registerChannels(mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, s.channelViews(r.Context(), p))
 	})
 	mux.HandleFunc("POST /api/channels/{name}/{action}", func(w http.ResponseWriter, r *http.Request) {
-		p, ok := resolve(r)
-		switch {
-		case !ok:
-			api.WriteError(w, http.StatusUnauthorized, api.TypeAuthentication, "a valid admin key is required (Authorization: Bearer KEY)")
-			return
-		case p.Role != auth.RoleAdmin:
-			api.WriteError(w, http.StatusForbidden, api.TypePermission, "changing a channel's state takes an admin key")
+		p, ok := adminOnly(w, r, resolve, "changing a channel's state takes an admin key")
+		if !ok {
 			return
 		}
 		name, action := r.PathValue("name"), r.PathValue("action")

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/ttfx/ttfx/internal/api"
-	"github.com/ttfx/ttfx/internal/auth"
 	"github.com/ttfx/ttfx/internal/config"
 	"github.com/ttfx/ttfx/internal/route"
 	"github.com/ttfx/ttfx/internal/store"
@@ -291,13 +290,8 @@ func configuredModels(c *config.Config) []string {
 func (s *Server) registerReload(mux *http.ServeMux) {
 	resolve := api.KeyringResolver(s.keys)
 	mux.HandleFunc("POST /api/admin/reload", func(w http.ResponseWriter, r *http.Request) {
-		p, ok := resolve(r)
-		switch {
-		case !ok:
-			api.WriteError(w, http.StatusUnauthorized, api.TypeAuthentication, "a valid admin key is required (Authorization: Bearer KEY)")
-			return
-		case p.Role != auth.RoleAdmin:
-			api.WriteError(w, http.StatusForbidden, api.TypePermission, "reloading the configuration takes an admin key")
+		p, ok := adminOnly(w, r, resolve, "reloading the configuration takes an admin key")
+		if !ok {
 			return
 		}
 		res := s.Reload(r.Context(), TriggerAPI, p.Name)

@@ -39,13 +39,8 @@ func buildRoutes(rs []config.Route) []*route.Route {
 func (s *Server) registerChannelHealth(mux *http.ServeMux) {
 	resolve := api.KeyringResolver(s.keys)
 	mux.HandleFunc("GET /api/channels/health", func(w http.ResponseWriter, r *http.Request) {
-		p, ok := resolve(r)
-		switch {
-		case !ok:
-			api.WriteError(w, http.StatusUnauthorized, api.TypeAuthentication, "a valid admin key is required (Authorization: Bearer KEY)")
-			return
-		case p.Role != auth.RoleAdmin:
-			api.WriteError(w, http.StatusForbidden, api.TypePermission, "channel health is readable with an admin key only")
+		_, ok := adminOnly(w, r, resolve, "channel health is readable with an admin key only")
+		if !ok {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -65,4 +60,20 @@ func (s *Server) routingStats() telemetry.RoutingStats {
 		st.Decisions = append(st.Decisions, telemetry.RouteDecision{Strategy: d.Strategy, Channel: d.Channel, Plans: d.Plans})
 	}
 	return st
+}
+
+// adminOnly resolves the request's key and answers 401 without a valid one
+// or 403 (forbidden, the reason) when it is not an admin's; ok is false
+// when it answered.
+func adminOnly(w http.ResponseWriter, r *http.Request, resolve api.Resolver, forbidden string) (auth.Principal, bool) {
+	p, ok := resolve(r)
+	switch {
+	case !ok:
+		api.WriteError(w, http.StatusUnauthorized, api.TypeAuthentication, "a valid admin key is required (Authorization: Bearer KEY)")
+		return p, false
+	case p.Role != auth.RoleAdmin:
+		api.WriteError(w, http.StatusForbidden, api.TypePermission, forbidden)
+		return p, false
+	}
+	return p, true
 }
