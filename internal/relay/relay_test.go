@@ -47,13 +47,13 @@ func (r *records) Record(rec *record.Record) {
 }
 
 // get waits for the record of request id.
-func (r *records) get(t *testing.T, id string) record.Record {
+func (r *records) get(t testing.TB, id string) record.Record {
 	t.Helper()
 	return r.getWithin(t, id, 10*time.Second)
 }
 
 // getWithin waits up to d for the record of request id.
-func (r *records) getWithin(t *testing.T, id string, d time.Duration) record.Record {
+func (r *records) getWithin(t testing.TB, id string, d time.Duration) record.Record {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	r.mu.Lock()
@@ -88,7 +88,7 @@ func (s *simInfos) all() []sim.Info {
 }
 
 // upstream starts a simulator over real loopback HTTP.
-func upstream(t *testing.T, profiles map[string]sim.Profile) (*httptest.Server, *simInfos) {
+func upstream(t testing.TB, profiles map[string]sim.Profile) (*httptest.Server, *simInfos) {
 	t.Helper()
 	infos := &simInfos{}
 	if profiles == nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -21,6 +22,8 @@ import (
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/server"
 	"github.com/ttfx/ttfx/internal/sim"
+	"github.com/ttfx/ttfx/internal/sketch"
+	"github.com/ttfx/ttfx/internal/store"
 	"github.com/ttfx/ttfx/internal/testenv"
 )
 
@@ -95,9 +98,11 @@ diagnosis:
 	if t.Failed() {
 		t.FailNow()
 	}
+	gaps := map[string][]float64{} // by model, for /api/stats below
 	for _, r := range results {
 		rec := readBack(t, srv.URL(), "admin-k", r.id)
 		gap, ok := rec.MaxOutputGapMs.Ms()
+		gaps[rec.Model] = append(gaps[rec.Model], gap)
 		at, atOK := rec.MaxOutputGapAtMs.Ms()
 		t5, _ := rec.FirstTextDeltaMs.Ms()
 		t6, _ := rec.UpstreamDoneMs.Ms()
@@ -153,9 +158,14 @@ diagnosis:
 	}
 	seen := 0
 	for _, g := range stats.Groups {
+		// The median of the group's own records (checked against the
+		// stall above), within the sketch's relative accuracy.
 		f := g.Fields["max_output_gap_ms"]
-		if f.Count != g.Count || f.P50 == nil || *f.P50 < stall || *f.P50 > stall+400 || g.Labels[diagnose.GenerationStalled].Count != g.Count {
-			t.Errorf("stats group %v: count %d, max_output_gap_ms %+v, stalled %d", g.Key, g.Count, f, g.Labels[diagnose.GenerationStalled].Count)
+		own := slices.Sorted(slices.Values(gaps[g.Key["model"]]))
+		if len(own) != g.Count || f.Count != g.Count || f.P50 == nil || g.Labels[diagnose.GenerationStalled].Count != g.Count {
+			t.Errorf("stats group %v: count %d, max_output_gap_ms %+v, stalled %d; records %v", g.Key, g.Count, f, g.Labels[diagnose.GenerationStalled].Count, own)
+		} else if want := store.Percentile(own, 0.5); math.Abs(*f.P50-want) > sketch.RelativeAccuracy*want {
+			t.Errorf("stats group %v: max_output_gap_ms p50 %v, the records' median %v (±%v%%)", g.Key, *f.P50, want, 100*sketch.RelativeAccuracy)
 		}
 		seen += g.Count
 	}

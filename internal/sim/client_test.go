@@ -47,6 +47,9 @@ type observedEvent struct {
 	at   time.Duration
 	typ  string
 	data string
+	// textLen is the length of the visible text received up to and
+	// including this event.
+	textLen int
 }
 
 // testServer starts a simulator with profiles over real loopback HTTP.
@@ -136,8 +139,9 @@ func do(t testing.TB, req *http.Request, api API) *observed {
 			continue
 		}
 		ev := observedEvent{at: at, typ: string(p.Event.Type), data: string(p.Event.Data)}
-		o.events = append(o.events, ev)
 		o.classify(api, ev)
+		ev.textLen = o.text.Len()
+		o.events = append(o.events, ev)
 	}
 	return o
 }

@@ -112,6 +112,12 @@ func TestTraceSchedules(t *testing.T) {
 
 // TestTraceRealTime runs a copy of each trace scaled to 1/10 over real
 // HTTP in every protocol and checks that a client sees the scaled table.
+//
+// Its sixteen streams run at once, so on a loaded machine each mark waits
+// behind many runnable goroutines, and a chain of such waits can outlast
+// twice the slip one watcher saw; each stream is measured again (a bounded
+// number of times) before its marks count as missed. Nothing may come
+// early in any attempt.
 func TestTraceRealTime(t *testing.T) {
 	const f = 0.1
 	profiles := map[string]Profile{}
@@ -127,23 +133,25 @@ func TestTraceRealTime(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				o := do(t, requestFor(ctx, srv.URL, api, tr.name, true, nil), api)
-				if o.readErr != nil || o.status != 200 || !o.terminal {
-					t.Fatalf("status %d, err %v, terminal %v", o.status, o.readErr, o.terminal)
-				}
-				near(t, "headers", o.headers, s.Headers, early, late)
-				near(t, "first event", o.firstEvent, offset(s.FirstEvent), early, late)
-				near(t, "first response", o.firstResponse, offset(s.FirstResponse), early, late)
-				near(t, "first text", o.firstText, offset(s.FirstText), early, late)
-				near(t, "end", o.end, offset(s.End), early, late)
-				// TPS is the visible tokens over (end − first text), both
-				// checked above; TestTraceSchedules checks it exactly.
-				if n := tokens.Count(o.text.String()); n != s.Visible {
-					t.Errorf("visible tokens = %d, want %d", n, s.Visible)
-				}
-				t.Logf("measured TPS (unscaled) %.2f", float64(s.Visible)/(o.end-o.firstText).Seconds()*f)
+				testenv.Timed(t, func(t testing.TB) {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					o := do(t, requestFor(ctx, srv.URL, api, tr.name, true, nil), api)
+					if o.readErr != nil || o.status != 200 || !o.terminal {
+						t.Fatalf("status %d, err %v, terminal %v", o.status, o.readErr, o.terminal)
+					}
+					near(t, "headers", o.headers, s.Headers, early, late)
+					near(t, "first event", o.firstEvent, offset(s.FirstEvent), early, late)
+					near(t, "first response", o.firstResponse, offset(s.FirstResponse), early, late)
+					near(t, "first text", o.firstText, offset(s.FirstText), early, late)
+					near(t, "end", o.end, offset(s.End), early, late)
+					// TPS is the visible tokens over (end − first text), both
+					// checked above; TestTraceSchedules checks it exactly.
+					if n := tokens.Count(o.text.String()); n != s.Visible {
+						t.Errorf("visible tokens = %d, want %d", n, s.Visible)
+					}
+					t.Logf("measured TPS (unscaled) %.2f", float64(s.Visible)/(o.end-o.firstText).Seconds()*f)
+				})
 			})
 		}
 	}
