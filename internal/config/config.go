@@ -128,8 +128,10 @@ type Channel struct {
 	KeyEnv   string `yaml:"key_env"`
 	// KeyFile is a file holding the upstream key (a mounted secret),
 	// read at start and at every reload; instead of KeyEnv.
-	KeyFile  string   `yaml:"key_file"`
-	Models   []string `yaml:"models"` // exact names or globs (path.Match); empty = all
+	KeyFile string `yaml:"key_file"`
+	// Models are the names served, maybe mapped to the provider's names
+	// (see Models); empty = all.
+	Models   Models   `yaml:"models"`
 	Groups   []string `yaml:"groups"` // client groups allowed; empty = all
 	Region   string   `yaml:"region"`
 	Priority int      `yaml:"priority"` // lower is tried first
@@ -550,11 +552,7 @@ func (c *Config) Validate() error {
 				errs = append(errs, fmt.Errorf("channel %q: timeouts.%s must not be negative", ch.Name, name))
 			}
 		}
-		for _, m := range ch.Models {
-			if strings.TrimSpace(m) == "" {
-				errs = append(errs, fmt.Errorf("channel %q: empty model pattern", ch.Name))
-			}
-		}
+		errs = append(errs, ch.Models.validate(ch.Name)...)
 	}
 	errs = append(errs, c.validateRoutes()...)
 	errs = append(errs, c.validateLimits()...)

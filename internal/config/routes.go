@@ -221,7 +221,7 @@ func (c *Config) validateRoutes() []error {
 func (c *Config) channelsMatching(patterns []string) int {
 	counts := map[string]int{}
 	for _, ch := range c.Channels {
-		if channelMayServe(ch.Models, patterns) {
+		if channelMayServe(ch.Models.Patterns, patterns) {
 			counts[ch.Protocol]++
 		}
 	}

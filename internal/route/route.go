@@ -34,6 +34,10 @@ type Channel struct {
 	BaseURL  *url.URL
 	Key      string   // the channel's own upstream key; never the client's
 	Models   []string // exact names or globs (see Match); empty matches every model
+	// Upstream maps a pattern of Models to the name the provider knows
+	// the models it matches by (aliases; see UpstreamModel); nil when the
+	// channel serves every model under the name asked.
+	Upstream map[string]string
 	Groups   []string // client groups allowed; empty allows all
 	Region   string
 	Provider string // shown in records: the upstream host, or a label like "sim"
