@@ -49,13 +49,17 @@ const (
 // are at the top level (embedded), under their contract names.
 type Record struct {
 	RequestID string    `json:"request_id"`
-	Timestamp time.Time `json:"timestamp"`           // wall-clock time of t0, UTC
-	API       string    `json:"api"`                 // a registered API unit's name (internal/wire), e.g. openai.chat
-	Route     string    `json:"route"`               // the endpoint pattern the client called, e.g. "POST /v1/chat/completions"
-	Model     string    `json:"model"`               // the model the client asked for; empty if it named none
-	Group     string    `json:"group"`               // the client key's group; empty for none
-	KeyName   string    `json:"key_name"`            // the configured name of the client key, never the key
-	UserHash  string    `json:"user_hash,omitempty"` // keyed hash of a client-sent user id; empty if none was sent
+	Timestamp time.Time `json:"timestamp"` // wall-clock time of t0, UTC
+	API       string    `json:"api"`       // a registered API unit's name (internal/wire), e.g. openai.chat
+	Route     string    `json:"route"`     // the endpoint pattern the client called, e.g. "POST /v1/chat/completions"
+	Model     string    `json:"model"`     // the model the client asked for; empty if it named none
+	// UpstreamModel is the name the relayed (or last) attempt's channel
+	// sent the provider for Model: the same name unless the channel maps
+	// it (aliases, SPEC §5); empty when no channel was chosen.
+	UpstreamModel string `json:"upstream_model"`
+	Group         string `json:"group"`               // the client key's group; empty for none
+	KeyName       string `json:"key_name"`            // the configured name of the client key, never the key
+	UserHash      string `json:"user_hash,omitempty"` // keyed hash of a client-sent user id; empty if none was sent
 
 	Channel  string `json:"channel"`  // the channel of the relayed (or last) attempt; empty if none was chosen
 	Region   string `json:"region"`   // that channel's coarse region from the configuration

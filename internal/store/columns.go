@@ -54,6 +54,7 @@ var RequestTable = slices.Concat(
 		"events_done", "events_error", "events_unknown", "inflight_gateway", "inflight_channel"),
 	Cols(FloatCol, "max_output_gap_ms", "max_output_gap_at_ms", "request_wait_ms", "headers_sent_ms"),
 	Cols(TextCol, "trace_id", "skipped_ejected"),
+	Cols(TextCol, "upstream_model"),
 )
 
 func ColumnNames(cs []Column) []string {
@@ -121,6 +122,7 @@ func RequestArgs(args []any, r *record.Record) []any {
 		int64(ClampCount(r.Inflight.Gateway)), int64(ClampCount(r.Inflight.Channel)),
 		SpanArg(f.MaxOutputGapMs), OffsetArg(f.MaxOutputGapAtMs), SpanArg(f.RequestWaitMs), OffsetArg(f.HeadersSentMs),
 		Clean(r.TraceID, MaxNameLen), EncodeNames(r.SkippedEjected),
+		UpstreamModelArg(r),
 	)
 }
 

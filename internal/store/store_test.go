@@ -26,8 +26,11 @@ func TestRoundTrip(t *testing.T) {
 	storetest.ForEachEngine(t, func(t *testing.T, s store.Store) {
 		full := storetest.FullRecord("req-full", storetest.Base)
 		sparse := storetest.SparseRecord("req-sparse", storetest.Base.Add(time.Second))
-		storetest.Insert(t, s, full, sparse)
-		for _, want := range []record.Record{full, sparse} {
+		// Served under the name asked: upstream_model is the model.
+		same := storetest.FullRecord("req-same", storetest.Base.Add(2*time.Second))
+		same.UpstreamModel = same.Model
+		storetest.Insert(t, s, full, sparse, same)
+		for _, want := range []record.Record{full, sparse, same} {
 			got, err := s.Get(storetest.Ctx(t), want.RequestID)
 			if err != nil {
 				t.Fatalf("get %s: %v", want.RequestID, err)

@@ -234,13 +234,14 @@ func scanCHRecord(sc scanner) (record.Record, error) {
 		&events[0], &events[1], &events[2], &events[3], &events[4], &events[5], &events[6], &events[7],
 		&events[8], &events[9],
 		&f.MaxOutputGapMs, &f.MaxOutputGapAtMs, &f.RequestWaitMs, &f.HeadersSentMs,
-		&r.TraceID, &r.SkippedEjected, &r.Diagnosis,
+		&r.TraceID, &r.SkippedEjected, &r.UpstreamModel, &r.Diagnosis,
 		&channel, &start, &headers, &headersAt, &status, &attHTTP, &errs, &role, &outcome, &first, &tin, &tout,
 	)
 	if err != nil {
 		return r, err
 	}
 	r.Timestamp = time.Unix(0, ts).UTC()
+	store.FillUpstreamModel(&r)
 	r.HTTPStatus = int(httpStatus)
 	r.Stream = stream != 0
 	for i, p := range []*int{&r.Events.Heartbeat, &r.Events.Metadata, &r.Events.Reasoning, &r.Events.Tool,

@@ -286,11 +286,13 @@ func scanRecord(sc scanner) (record.Record, error) {
 		&r.Inflight.Gateway, &r.Inflight.Channel,
 		&f.MaxOutputGapMs, &f.MaxOutputGapAtMs, &f.RequestWaitMs, &f.HeadersSentMs,
 		&r.TraceID, &skipped,
+		&r.UpstreamModel,
 	)
 	if err != nil {
 		return r, err
 	}
 	r.SkippedEjected = store.DecodeNames(skipped)
+	store.FillUpstreamModel(&r)
 	r.Timestamp = time.Unix(0, ts).UTC()
 	for i, p := range []**int{&r.Tokens.Input, &r.Tokens.Output, &r.Tokens.Reasoning, &r.Tokens.Visible} {
 		if tokens[i].Valid {

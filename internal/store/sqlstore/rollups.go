@@ -276,11 +276,15 @@ func backfillRollups(ctx context.Context, tx *sql.Tx, d dialect) error {
 	if have > 0 {
 		return nil
 	}
+	sel, err := selectRecordAsMigrated(ctx, tx)
+	if err != nil {
+		return fmt.Errorf("backfill rollups: %w", err)
+	}
 	const page = 5000
 	var lastTS int64 = math.MinInt64
 	lastID := ""
 	for {
-		rows, err := tx.QueryContext(ctx, "SELECT "+selectRecord+" FROM requests r WHERE (r.timestamp_ns, r.request_id) > ($1, $2)"+
+		rows, err := tx.QueryContext(ctx, "SELECT "+sel+" FROM requests r WHERE (r.timestamp_ns, r.request_id) > ($1, $2)"+
 			" ORDER BY r.timestamp_ns, r.request_id LIMIT $3", lastTS, lastID, page)
 		if err != nil {
 			return fmt.Errorf("backfill rollups: %w", err)
@@ -344,4 +348,36 @@ func readLabels(ctx context.Context, q querier, recs []record.Record) error {
 		}
 	}
 	return rows.Err()
+}
+
+// selectRecordAsMigrated is selectRecord for a migration that runs before
+// later ones added columns to requests: a column the table does not have
+// yet is read as its default (an empty string for text, 0, false, NULL for
+// the rest), as the later migration fills old rows.
+func selectRecordAsMigrated(ctx context.Context, tx *sql.Tx) (string, error) {
+	rows, err := tx.QueryContext(ctx, "SELECT * FROM requests LIMIT 0")
+	if err != nil {
+		return "", err
+	}
+	have, err := rows.Columns()
+	rows.Close()
+	if err != nil {
+		return "", err
+	}
+	out := make([]string, len(store.RequestTable))
+	for i, c := range store.RequestTable {
+		switch {
+		case slices.Contains(have, c.Name):
+			out[i] = "r." + c.Name
+		case c.Kind == store.TextCol:
+			out[i] = "''"
+		case c.Kind == store.IntCol:
+			out[i] = "0"
+		case c.Kind == store.BoolCol:
+			out[i] = "CAST(0 AS BOOLEAN)"
+		default:
+			out[i] = "NULL"
+		}
+	}
+	return strings.Join(out, ", "), nil
 }

@@ -161,6 +161,7 @@ func FullRecord(id string, ts time.Time) record.Record {
 		Diagnosis:      []string{"response_to_text_gap", "local_overhead"},
 		SkippedEjected: []string{"openai-backup"},
 		TraceID:        "4bf92f3577b34da6a3ce929d0e0e4736",
+		UpstreamModel:  "prod-gpt4o-mini", // the channel's alias (an Azure deployment)
 	}
 }
 
