@@ -3,6 +3,7 @@ package relay
 import (
 	"bytes"
 	"io"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -37,7 +38,7 @@ func TestPromptReader(t *testing.T) {
 		if got.String() != want {
 			t.Errorf("read %d bytes at a time: %q, want %q", size, got.String(), want)
 		}
-		if r.p[0] != nil || r.p[1] != nil || r.p[2] != nil {
+		if r.p.size() != 0 || slices.ContainsFunc(r.p[:], func(b []byte) bool { return b != nil }) {
 			t.Errorf("read %d bytes at a time: the reader still holds %q", size, r.p)
 		}
 	}
@@ -101,4 +102,39 @@ func (cr *clientRequest) usageBody() []byte {
 }
 
 // bytes returns the body in one piece.
-func (p prompt) bytes() []byte { return slices.Concat(p[0], p[1], p[2]) }
+func (p prompt) bytes() []byte { return slices.Concat(p[:]...) }
+
+// TestPayloadModel: a channel that knows the model by another name gets
+// the client's body with only the model's value replaced, wherever the
+// member is and whatever spacing it has, beside the usage option spliced
+// before or after it; the client's own body is left as it was.
+func TestPayloadModel(t *testing.T) {
+	ep := endpoint{hasBody: true, usage: true}
+	for _, tt := range []struct{ body, want string }{
+		{`{"model":"m","stream":true}`, `{"model":"dep-1","stream":true,"stream_options":{"include_usage":true}}`},
+		{`{"stream":true, "model" :  "m" }`, `{"stream":true, "model" :"dep-1" ,"stream_options":{"include_usage":true}}`},
+		{`{"stream_options":{"include_usage":false},"model":"m","stream":true}`, `{"stream_options":{"include_usage":true},"model":"dep-1","stream":true}`},
+		{`{"stream":true,"stream_options":null,"model":"m"}`, `{"stream":true,"stream_options":{"include_usage":true},"model":"dep-1"}`},
+		{`{"model":"\u006d","stream":false}`, `{"model":"dep-1","stream":false}`},
+	} {
+		r := httptest.NewRequest("POST", "/v1/chat/completions", nil)
+		orig := []byte(tt.body)
+		cr, herr := parseRequest(ep, r, bytes.Clone(orig))
+		if herr != nil {
+			t.Fatalf("%s: %v", tt.body, herr)
+		}
+		p, _, ok := cr.payloadFor(false, "dep-1")
+		if got := string(p.bytes()); !ok || got != tt.want {
+			t.Errorf("%s: upstream body %s, want %s", tt.body, got, tt.want)
+		}
+		if p, _, _ := cr.payloadFor(false, "m"); !strings.Contains(string(p.bytes()), `"m"`) && !strings.Contains(string(p.bytes()), `\u006d`) {
+			t.Errorf("%s: the name asked changed the body: %s", tt.body, p.bytes())
+		}
+		if p, _, _ := cr.payloadFor(true, `we"ird`); !strings.Contains(string(p.bytes()), `"model":"we\"ird"`) && !strings.Contains(string(p.bytes()), `:"we\"ird"`) {
+			t.Errorf("%s: a name with a quote is not JSON-escaped: %s", tt.body, p.bytes())
+		}
+		if !bytes.Equal(cr.body, orig) {
+			t.Errorf("%s: the client's body was changed: %s", tt.body, cr.body)
+		}
+	}
+}

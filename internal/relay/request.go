@@ -2,10 +2,12 @@ package relay
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -71,6 +73,14 @@ type clientRequest struct {
 	body     []byte  // the client's body, sent upstream as it is
 	usage    *splice // how to add stream_options.include_usage to body; nil when not applicable
 	released bool
+
+	// modelAt and modelCut delimit the value of the body's "model"
+	// (modelCut 0: the model is not in the body), which a channel that
+	// knows the model by another name (route.Channel.UpstreamModel)
+	// replaces; modelInPath is where the model starts in upstreamURI
+	// when the path names it instead (-1: it does not).
+	modelAt, modelCut int
+	modelInPath       int
 }
 
 // splice is an edit of a body made as it is sent: body[at:cut] is replaced
@@ -81,24 +91,56 @@ type splice struct {
 	insert  string
 }
 
-// prompt is a body to send upstream, in up to three pieces.
-type prompt [3][]byte
+// prompt is a body to send upstream, in up to five pieces: the client's
+// bytes around at most two splices (the usage option, the model's name).
+type prompt [5][]byte
 
-func (p prompt) size() int { return len(p[0]) + len(p[1]) + len(p[2]) }
+func (p prompt) size() int { return len(p[0]) + len(p[1]) + len(p[2]) + len(p[3]) + len(p[4]) }
 
 // payload returns the body to send to a channel: with the usage option
 // added unless the channel does not take it (noUsage), and whether it was.
 // ok is false once the prompt was released.
 func (cr *clientRequest) payload(noUsage bool) (p prompt, injected, ok bool) {
+	return cr.payloadFor(noUsage, "")
+}
+
+// payloadFor is payload for a channel that sends model as the body's
+// model (its name for the model asked); "" or the name asked keep the
+// client's bytes.
+func (cr *clientRequest) payloadFor(noUsage bool, model string) (p prompt, injected, ok bool) {
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
 	if cr.released {
 		return p, false, false
 	}
+	var edits [2]splice
+	n := 0
 	if u := cr.usage; u != nil && !noUsage {
-		return prompt{cr.body[:u.at:u.at], []byte(u.insert), cr.body[u.cut:]}, true, true
+		edits[n] = *u
+		n++
+		injected = true
 	}
-	return prompt{cr.body}, false, true
+	if model != "" && model != cr.model && cr.modelCut > 0 {
+		edits[n] = splice{at: cr.modelAt, cut: cr.modelCut, insert: jsonString(model)}
+		n++
+	}
+	if n == 2 && edits[1].at < edits[0].at {
+		edits[0], edits[1] = edits[1], edits[0]
+	}
+	// The client's bytes between the edits are shared, not copied.
+	i, from := 0, 0
+	for _, e := range edits[:n] {
+		p[i], p[i+1] = cr.body[from:e.at:e.at], []byte(e.insert)
+		i, from = i+2, e.cut
+	}
+	p[i] = cr.body[from:]
+	return p, injected, true
+}
+
+// jsonString encodes s as a JSON string.
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
 // release lets go of the prompt once a response is committed: no attempt
@@ -156,7 +198,7 @@ func (r *promptReader) Close() error {
 func parseRequest(ep endpoint, r *http.Request, body []byte) (*clientRequest, *HTTPError) {
 	// The upstream request keeps the client's query (an alt=sse)
 	// but never a key passed as ?key=: the channel's own key goes upstream.
-	cr := &clientRequest{body: body, upstreamURI: r.URL.Path}
+	cr := &clientRequest{body: body, upstreamURI: r.URL.Path, modelInPath: -1}
 	// Most requests have no query: nothing to parse and print again.
 	if r.URL.RawQuery != "" {
 		q := r.URL.Query()
@@ -178,6 +220,11 @@ func parseRequest(ep endpoint, r *http.Request, body []byte) (*clientRequest, *H
 			return nil, badRequest(err.Error())
 		}
 		cr.model, cr.stream = model, stream
+		// The target is the path's last segment and starts with the
+		// model (wire.Endpoint.Target).
+		if t := r.PathValue("target"); strings.HasSuffix(r.URL.Path, t) && strings.HasPrefix(t, model) {
+			cr.modelInPath = len(r.URL.Path) - len(t)
+		}
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, badRequest("the request body is empty; want a JSON object")
@@ -190,7 +237,7 @@ func parseRequest(ep endpoint, r *http.Request, body []byte) (*clientRequest, *H
 		return nil, herr
 	}
 	if ep.target == nil {
-		cr.model = f.model
+		cr.model, cr.modelAt, cr.modelCut = f.model, f.modelAt, f.modelCut
 		if cr.model == "" {
 			return nil, badRequest("the request names no model")
 		}
@@ -226,6 +273,7 @@ func parseRequest(ep endpoint, r *http.Request, body []byte) (*clientRequest, *H
 // megabytes, and about 60 allocations per request (issue 15).
 type bodyFields struct {
 	model, user, metadataUser string
+	modelAt, modelCut         int    // the offsets of model's value; modelCut 0 when absent
 	stream                    []byte // the raw value of "stream"; nil when absent
 	includeUsage              bool   // stream_options.include_usage is true
 
@@ -263,11 +311,12 @@ func (f *bodyFields) scan(body []byte) *HTTPError {
 		f.members++
 		switch string(key) {
 		case "model":
+			at := d.Offset()
 			s, ok := str(&d)
 			if !ok {
 				return wrongType(&d, body, "model")
 			}
-			f.model = s
+			f.model, f.modelAt, f.modelCut = s, at, d.Offset()
 		case "stream":
 			raw, _ := d.SkipRaw()
 			f.stream = raw

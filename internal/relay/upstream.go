@@ -378,6 +378,7 @@ func (x *exchange) failAll(last *HTTPError, lastResp *http.Response, lastBody []
 // useChannel makes ch the record's channel.
 func (x *exchange) useChannel(ch *route.Channel) {
 	x.rec.Channel, x.rec.Region, x.rec.Provider = ch.Name, ch.Region, ch.Provider
+	x.rec.UpstreamModel = ch.UpstreamModel(x.rec.Model)
 }
 
 // retryable reports whether the next channel may be tried after e:
@@ -547,9 +548,15 @@ func (x *exchange) upstreamRequest(ctx context.Context, a *attempt) (*http.Reque
 		return nil, fmt.Errorf("channel %s: no provider unit of kind %q is linked", ch.Name, ch.Protocol)
 	}
 	path, query, _ := strings.Cut(x.req.upstreamURI, "?")
+	// The provider's name for the model (aliases): in the body, in the
+	// path, or where the kind puts it (an Azure deployment).
+	model := ch.UpstreamModel(x.req.model)
+	if at := x.req.modelInPath; model != x.req.model && at >= 0 && at+len(x.req.model) <= len(path) {
+		path = path[:at] + model + path[at+len(x.req.model):]
+	}
 	var u *url.URL
 	if kind.URL != nil {
-		u = kind.URL(wire.Target{Base: ch.BaseURL, Path: path, Query: query, Model: x.req.model})
+		u = kind.URL(wire.Target{Base: ch.BaseURL, Path: path, Query: query, Model: model})
 	} else {
 		u = wire.JoinURL(ch.BaseURL, path, query)
 	}
@@ -562,7 +569,7 @@ func (x *exchange) upstreamRequest(ctx context.Context, a *attempt) (*http.Reque
 	}
 	req.URL, req.Host = u, u.Host
 	if x.ep.hasBody {
-		payload, injected, ok := x.req.payload(ch.NoStreamUsage)
+		payload, injected, ok := x.req.payloadFor(ch.NoStreamUsage, model)
 		if !ok {
 			return nil, errPromptReleased
 		}
@@ -575,7 +582,7 @@ func (x *exchange) upstreamRequest(ctx context.Context, a *attempt) (*http.Reque
 			req.Body = &promptReader{p: payload}
 			noUsage := ch.NoStreamUsage
 			req.GetBody = func() (io.ReadCloser, error) {
-				b, _, ok := x.req.payload(noUsage)
+				b, _, ok := x.req.payloadFor(noUsage, model)
 				if !ok {
 					return nil, errPromptReleased
 				}
