@@ -21,16 +21,19 @@ import (
 
 // ChannelView is one channel as GET /api/channels shows it.
 type ChannelView struct {
-	Name     string          `json:"name"`
-	Protocol string          `json:"protocol"`
-	BaseURL  string          `json:"base_url"` // userinfo redacted
-	Key      string          `json:"key"`      // where the key comes from ("env T_KEY", "file /run/secrets/k"), never its value; "" without one
-	Models   []string        `json:"models"`
-	Groups   []string        `json:"groups"`
-	Region   string          `json:"region,omitempty"`
-	Priority int             `json:"priority"`
-	Weight   int             `json:"weight"`
-	Timeouts ChannelTimeouts `json:"timeouts"`
+	Name     string   `json:"name"`
+	Protocol string   `json:"protocol"`
+	BaseURL  string   `json:"base_url"` // userinfo redacted
+	Key      string   `json:"key"`      // where the key comes from ("env T_KEY", "file /run/secrets/k"), never its value; "" without one
+	Models   []string `json:"models"`
+	// UpstreamModels maps the entries of Models a provider knows by
+	// another name to that name (aliases); omitted when there are none.
+	UpstreamModels map[string]string `json:"upstream_models,omitempty"`
+	Groups         []string          `json:"groups"`
+	Region         string            `json:"region,omitempty"`
+	Priority       int               `json:"priority"`
+	Weight         int               `json:"weight"`
+	Timeouts       ChannelTimeouts   `json:"timeouts"`
 
 	// State is disabled or drained (an operator's), else ejected (for some
 	// model: see Ejections), else serving.
@@ -102,7 +105,7 @@ func (s *Server) channelViews(ctx context.Context, p auth.Principal) ChannelsRes
 		if p.Role != auth.RoleAdmin && len(c.Groups) > 0 && !slices.Contains(c.Groups, p.Group) {
 			continue
 		}
-		v := ChannelView{Name: c.Name, Protocol: c.Protocol, BaseURL: c.BaseURL.Redacted(), Models: nonNil(c.Models), Groups: nonNil(c.Groups),
+		v := ChannelView{Name: c.Name, Protocol: c.Protocol, BaseURL: c.BaseURL.Redacted(), Models: nonNil(c.Models), UpstreamModels: c.Upstream, Groups: nonNil(c.Groups),
 			Region: c.Region, Priority: c.Priority, Weight: c.Weight, Inflight: c.Inflight(), State: "serving", Ejections: []ChannelEjection{},
 			Timeouts: ChannelTimeouts{Headers: c.Timeouts.Headers.String(), FirstOutput: c.Timeouts.FirstOutput.String(),
 				Idle: c.Timeouts.Idle.String(), Total: c.Timeouts.Total.String()}}

@@ -261,7 +261,7 @@ func channelDiff(a, b config.Channel) []string {
 	add("protocol", a.Protocol != b.Protocol)
 	add("base_url", a.BaseURL != b.BaseURL)
 	add("key", a.Secret != b.Secret || a.KeyEnv != b.KeyEnv || a.KeyFile != b.KeyFile)
-	add("models", !slices.Equal(a.Models, b.Models))
+	add("models", !a.Models.Equal(b.Models))
 	add("groups", !slices.Equal(a.Groups, b.Groups))
 	add("region", a.Region != b.Region)
 	add("priority", a.Priority != b.Priority)
@@ -276,7 +276,7 @@ func channelDiff(a, b config.Channel) []string {
 func configuredModels(c *config.Config) []string {
 	var out []string
 	for _, ch := range c.Channels {
-		for _, m := range ch.Models {
+		for _, m := range ch.Models.Patterns {
 			if !strings.ContainsAny(m, `*?[\`) {
 				out = append(out, m)
 			}

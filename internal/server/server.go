@@ -548,7 +548,7 @@ func buildChannels(cs []config.Channel) ([]*route.Channel, error) {
 		t := c.Timeouts.WithDefaults()
 		out = append(out, &route.Channel{
 			Name: c.Name, Protocol: c.Protocol, BaseURL: u, Key: c.Secret,
-			Models: c.Models, Groups: c.Groups, Region: c.Region, Provider: provider,
+			Models: c.Models.Patterns, Upstream: c.Models.Upstream, Groups: c.Groups, Region: c.Region, Provider: provider,
 			Priority: c.Priority, Weight: max(c.Weight, 1), NoStreamUsage: c.StreamUsage != nil && !*c.StreamUsage,
 			Timeouts: route.Timeouts{Headers: t.Headers.D(), FirstOutput: t.FirstOutput.D(), Idle: t.Idle.D(), Total: t.Total.D()},
 		})

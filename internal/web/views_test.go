@@ -544,3 +544,21 @@ func TestHedgeDrawn(t *testing.T) {
 		t.Errorf("the held headers are not named as hedging's")
 	}
 }
+
+// TestRequestDetailUpstreamModel: a request a channel served under another
+// name (an alias) shows that name beside the model asked; one served under
+// the name asked shows the model once.
+func TestRequestDetailUpstreamModel(t *testing.T) {
+	aliased := traceB("req-alias", "team-a", now.Add(-time.Minute))
+	aliased.UpstreamModel = "prod-gpt4o-deployment"
+	same := traceB("req-same", "team-a", now.Add(-time.Minute))
+	same.UpstreamModel = same.Model
+	fx := newFixture(t, append(standardRecords(), aliased, same), nil)
+	b := fx.get(t, "/ui/view/request/req-alias", keyAdmin).body
+	if !strings.Contains(b, `<b>`+aliased.Model+`</b> <span data-upstream-model`) || !strings.Contains(b, `served as <b>prod-gpt4o-deployment</b>`) {
+		t.Errorf("aliased detail lacks the provider's name: %s", b)
+	}
+	if b := fx.get(t, "/ui/view/request/req-same", keyAdmin).body; strings.Contains(b, "data-upstream-model") {
+		t.Error("a request served under the name asked shows an upstream name")
+	}
+}
