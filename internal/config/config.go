@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -144,6 +146,15 @@ type Channel struct {
 	// Secret is the channel's upstream key, resolved from KeyEnv or
 	// KeyFile by Load.
 	Secret string `yaml:"-"`
+	// Settings are the keys of the channel's provider kind (Vertex's
+	// project and location, Entra ID's tenant_id, …: wire.Kind.Settings),
+	// flat in the channel's entry like the keys above. Validate refuses a
+	// key the kind does not read. Load resolves the *_env ones into
+	// SettingsEnv and makes *_file paths absolute.
+	Settings map[string]string `yaml:",inline"`
+	// SettingsEnv holds the values of the variables the *_env settings
+	// name, by setting; resolved by Load.
+	SettingsEnv map[string]string `yaml:"-"`
 }
 
 // Timeouts of one channel. Zero fields take DefaultTimeouts.
@@ -394,6 +405,9 @@ func (c *Config) applyDefaults() {
 		if ch.Weight == 0 {
 			ch.Weight = 1
 		}
+		if k := wire.LookupKind(ch.Protocol); ch.BaseURL == "" && k != nil && k.DefaultBaseURL != nil {
+			ch.BaseURL = k.DefaultBaseURL(ch.Settings)
+		}
 		ch.Timeouts = ch.Timeouts.WithDefaults()
 	}
 	for i := range c.Routes {
@@ -475,6 +489,19 @@ func (c *Config) resolve(getenv func(string) string, dir string) error {
 		case ch.KeyEnv != "":
 			ch.Secret = lookup(ch.KeyEnv, fmt.Sprintf("channels[%d].key_env of %q", i, ch.Name))
 		}
+		for _, name := range slices.Sorted(maps.Keys(ch.Settings)) {
+			v := ch.Settings[name]
+			switch {
+			case v == "":
+			case strings.HasSuffix(name, "_env"):
+				if ch.SettingsEnv == nil {
+					ch.SettingsEnv = map[string]string{}
+				}
+				ch.SettingsEnv[name] = lookup(v, fmt.Sprintf("channels[%d].%s of %q", i, name, ch.Name))
+			case strings.HasSuffix(name, "_file") && !filepath.IsAbs(v) && dir != "":
+				ch.Settings[name] = filepath.Join(dir, v)
+			}
+		}
 	}
 	switch len(unset) {
 	case 0:
@@ -541,6 +568,7 @@ func (c *Config) Validate() error {
 		if wire.LookupKind(ch.Protocol) == nil {
 			errs = append(errs, fmt.Errorf("channel %q: protocol %q is not a provider kind (want %s)", ch.Name, ch.Protocol, wire.KindList()))
 		}
+		errs = append(errs, checkSettings(ch)...)
 		if u, err := url.Parse(ch.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("channel %q: base_url %q is not an http(s) URL", ch.Name, ch.BaseURL))
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
 // unknownFields walks the YAML document beside the Go type it decodes into
@@ -31,10 +33,17 @@ func unknownFields(doc *yaml.Node, t reflect.Type) []error {
 		switch {
 		case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode:
 			fields := yamlFields(t)
+			extra := extraFields(t, n)
 			for i := 0; i+1 < len(n.Content); i += 2 {
 				k, v := n.Content[i], n.Content[i+1]
 				ft, ok := fields[k.Value]
+				if !ok && extra[k.Value] != nil {
+					continue
+				}
 				if !ok {
+					for name, et := range extra {
+						fields[name] = et
+					}
 					errs = append(errs, unknownField(k, path, fields))
 					continue
 				}
@@ -54,6 +63,30 @@ func unknownFields(doc *yaml.Node, t reflect.Type) []error {
 		walk(doc.Content[0], t, "")
 	}
 	return errs
+}
+
+// extraFields are the keys a mapping node n of type t may have besides its
+// fields: for a channel, the settings of the kind its protocol names
+// (wire.Kind.Settings), which its inline Settings map takes.
+func extraFields(t reflect.Type, n *yaml.Node) map[string]reflect.Type {
+	if t != reflect.TypeFor[Channel]() {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value != "protocol" {
+			continue
+		}
+		k := wire.LookupKind(n.Content[i+1].Value)
+		if k == nil {
+			return nil
+		}
+		out := map[string]reflect.Type{}
+		for _, s := range k.Settings {
+			out[s.Name] = reflect.TypeFor[string]()
+		}
+		return out
+	}
+	return nil
 }
 
 func join(path, key string) string {
@@ -76,6 +109,9 @@ func yamlFields(t reflect.Type) map[string]reflect.Type {
 			continue
 		}
 		if slices.Contains(strings.Split(opts, ","), "inline") {
+			if f.Type.Kind() == reflect.Map {
+				continue // takes the keys no field names (see inlineMap)
+			}
 			for k, v := range yamlFields(f.Type) {
 				out[k] = v
 			}

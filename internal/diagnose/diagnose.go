@@ -31,6 +31,13 @@ const (
 // of the seven rules of §4 (a gateway without limits never gives it).
 const Admission = "admission"
 
+// UpstreamAuth is the verdict of a request that waited for its channel's
+// upstream credentials (upstream_auth_ms: an OAuth2 token fetched on its
+// path because none was cached) longer than the local-overhead threshold:
+// a slow token endpoint, named as such rather than as a slow model. Like
+// Admission it comes before the rules and is not one of §4's seven.
+const UpstreamAuth = "upstream_auth"
+
 // RuleLabels lists the rule labels in their fixed order.
 var RuleLabels = []string{UpstreamHeadersSlow, FirstResponseSlow, EventToResponseGap, ResponseToTextGap, GenerationSlow, GenerationStalled, LocalOverhead}
 
@@ -146,6 +153,10 @@ func (r *Rules) Findings(rec record.Record) []Finding {
 				Rule: fmt.Sprintf("admission_wait_ms > %g and at least half of the time to first output", th.LocalOverheadMs)})
 		}
 	}
+	if w, ok := f.UpstreamAuthMs.Ms(); ok && w > th.LocalOverheadMs {
+		out = append(out, Finding{Label: UpstreamAuth, Value: w, Threshold: th.LocalOverheadMs, Unit: "ms",
+			Rule: fmt.Sprintf("upstream_auth_ms > %g", th.LocalOverheadMs)})
+	}
 	over := func(label string, v timeline.Span, limit float64, rule string) {
 		if ms, ok := v.Ms(); ok && ms > limit {
 			out = append(out, Finding{Label: label, Value: ms, Threshold: limit, Unit: "ms", Rule: fmt.Sprintf(rule, limit)})
@@ -200,6 +211,10 @@ func Advise(label string) Advice {
 
 // advice follows the seed note's table and its three traces.
 var advice = map[string]Advice{
+	UpstreamAuth: {
+		Symptom: "waited for the channel's upstream credentials: no valid token was cached and the token endpoint was slow",
+		Check:   "the channel's token endpoint (Google's or Entra ID's) and why no token was cached: a channel unused for longer than a token lives, or refreshes failing (the gateway's log)",
+	},
 	Admission: {
 		Symptom: "queued by the gateway's own limits: most of the wait was for admission, before any channel was tried",
 		Check:   "the limits of the request's key, group and model (limits.rules) and the ttfx_admission_total metric by limit",
@@ -296,5 +311,6 @@ func Definitions() map[string]string {
 		GenerationStalled:   "max_output_gap_ms (the longest wait between two content events from t4 on; heartbeats do not end it) above the threshold",
 		LocalOverhead:       "auth_ms + distribution_ms + body_read_ms, or t7 − t6, above the threshold",
 		Admission:           "admission_wait_ms (queued for the gateway's own limits) above the local-overhead threshold and at least half of the time to first output",
+		UpstreamAuth:        "upstream_auth_ms (waiting for an upstream credential fetched on the request's path) above the local-overhead threshold",
 	}
 }

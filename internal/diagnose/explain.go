@@ -116,7 +116,7 @@ func (r *Rules) Explain(ctx context.Context, st store.Store, rec record.Record, 
 	findings := r.Findings(rec)
 	for i, label := range rec.Diagnosis {
 		v := Verdict{Label: label, Primary: i == 0, Kind: "rule", Advice: Advise(label)}
-		if !slices.Contains(RuleLabels, label) && label != Admission {
+		if !slices.Contains(RuleLabels, label) && label != Admission && label != UpstreamAuth {
 			v.Kind = "status"
 		}
 		for j := range findings {

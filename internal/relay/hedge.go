@@ -15,6 +15,7 @@ import (
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/route"
 	"github.com/ttfx/ttfx/internal/sse"
+	"github.com/ttfx/ttfx/internal/timeline"
 )
 
 // Hedged first output (docs/SPEC.md "Routing"; Envoy's hedge policy and
@@ -269,6 +270,12 @@ func (x *exchange) decide(plan *route.Plan, hr *hedgeRace) *racer {
 		Role: winner.role, Outcome: record.OutcomeWon})
 	x.setAttemptTiming(len(x.attempts)-1, winner.ti)
 	x.tl.Relay(winner.ti)
+	if a.authWait > 0 {
+		// The winner's own wait only: racers wait side by side. (A
+		// racer's t1 comes before its request is built, so the wait is
+		// also inside its t2 − t1.)
+		x.tl.AddPhase(timeline.PhaseUpstreamAuth, a.authWait)
+	}
 	return winner
 }
 
@@ -347,7 +354,7 @@ func (x *exchange) runRacer(rc *racer, events chan<- raceEvent) {
 	}
 	req, err := x.upstreamRequest(a.ctx, a)
 	if err != nil {
-		fail(&HTTPError{Code: http.StatusBadGateway, Type: "api_error", Msg: "cannot build the upstream request", Status: record.StatusUpstreamConnectError, Err: err})
+		fail(buildFailed(err))
 		return
 	}
 	headerTimer := a.after(a.ch.Timeouts.Headers, errHeaderTimeout)

@@ -56,6 +56,9 @@ type attempt struct {
 	h      *route.Health
 	early  bool
 	unlink func() bool // detaches the attempt from the gateway's shutdown
+	// authWait is how long building its request waited for a credential
+	// fetched on the request's path (upstream_auth_ms); 0 when cached.
+	authWait time.Duration
 
 	// The total, header and first-output deadlines share one timer
 	// (issue 15: three runtime timers were armed per attempt, and two of
@@ -404,8 +407,11 @@ func (x *exchange) start(ch *route.Channel) (*attempt, *HTTPError) {
 	a.after(x.tl.Start().Add(to.Total).Sub(x.tl.Now()), errTotalTimeout)
 
 	req, err := x.upstreamRequest(traceSent(ctx, &a.sent), a)
+	if a.authWait > 0 {
+		x.tl.AddPhase(timeline.PhaseUpstreamAuth, a.authWait)
+	}
 	if err != nil {
-		return a, x.attemptFailed(a, &HTTPError{Code: http.StatusBadGateway, Type: "api_error", Msg: "cannot build the upstream request", Status: record.StatusUpstreamConnectError, Err: err})
+		return a, x.attemptFailed(a, buildFailed(err))
 	}
 	a.index = x.tl.BeginAttempt()
 	// Each timeout at its own value, streaming or not (SPEC.md §5). A
@@ -547,6 +553,7 @@ func (x *exchange) upstreamRequest(ctx context.Context, a *attempt) (*http.Reque
 	if kind == nil {
 		return nil, fmt.Errorf("channel %s: no provider unit of kind %q is linked", ch.Name, ch.Protocol)
 	}
+	up := ch.Hooks
 	path, query, _ := strings.Cut(x.req.upstreamURI, "?")
 	// The provider's name for the model (aliases): in the body, in the
 	// path, or where the kind puts it (an Azure deployment).
@@ -554,10 +561,14 @@ func (x *exchange) upstreamRequest(ctx context.Context, a *attempt) (*http.Reque
 	if at := x.req.modelInPath; model != x.req.model && at >= 0 && at+len(x.req.model) <= len(path) {
 		path = path[:at] + model + path[at+len(x.req.model):]
 	}
+	target := wire.Target{Base: ch.BaseURL, Path: path, Query: query, Model: model, Stream: x.req.stream, Family: x.ep.proto}
 	var u *url.URL
-	if kind.URL != nil {
-		u = kind.URL(wire.Target{Base: ch.BaseURL, Path: path, Query: query, Model: model})
-	} else {
+	switch {
+	case up != nil && up.URL != nil:
+		u = up.URL(target)
+	case kind.URL != nil:
+		u = kind.URL(target)
+	default:
 		u = wire.JoinURL(ch.BaseURL, path, query)
 	}
 	// The URL is built, not printed and parsed again: NewRequest gets an
@@ -568,12 +579,21 @@ func (x *exchange) upstreamRequest(ctx context.Context, a *attempt) (*http.Reque
 		return nil, err
 	}
 	req.URL, req.Host = u, u.Host
+	// A kind that rewrites the body, or signs it, gets it whole (one
+	// copy, made only for such kinds); the others send the prompt's pieces.
+	var whole []byte
 	if x.ep.hasBody {
 		payload, injected, ok := x.req.payloadFor(ch.NoStreamUsage, model)
 		if !ok {
 			return nil, errPromptReleased
 		}
 		a.injected = injected
+		if up != nil && (up.Body != nil || up.Credentials != nil && up.Credentials.SignsBody()) {
+			if whole, err = kindBody(up, target, payload); err != nil {
+				return nil, err
+			}
+			payload = prompt{whole}
+		}
 		req.ContentLength = int64(payload.size())
 		req.Body = http.NoBody
 		if payload.size() > 0 {
@@ -585,6 +605,13 @@ func (x *exchange) upstreamRequest(ctx context.Context, a *attempt) (*http.Reque
 				b, _, ok := x.req.payloadFor(noUsage, model)
 				if !ok {
 					return nil, errPromptReleased
+				}
+				if up != nil && up.Body != nil {
+					w, err := kindBody(up, target, b)
+					if err != nil {
+						return nil, err
+					}
+					b = prompt{w}
 				}
 				return &promptReader{p: b}, nil
 			}
@@ -603,12 +630,49 @@ func (x *exchange) upstreamRequest(ctx context.Context, a *attempt) (*http.Reque
 	if x.ep.hasBody && len(req.Header["Content-Type"]) == 0 {
 		req.Header["Content-Type"] = applicationJSON
 	}
-	kind.Authorize(req.Header, ch.Key)
+	if kind.Authorize != nil {
+		kind.Authorize(req.Header, ch.Key)
+	}
 	req.Header.Set("X-Request-Id", x.rec.RequestID)
 	if t := x.g.opts.Tracer; t != nil {
 		a.spanID = t.Inject(req.Header, &x.rec)
 	}
+	if up != nil && up.Credentials != nil {
+		// Last: a signer signs the headers set above. A cached token
+		// takes no time; a fetch on this path is upstream_auth_ms.
+		waited, err := up.Credentials.Authorize(ctx, req, whole)
+		a.authWait += waited
+		if err != nil {
+			return nil, err
+		}
+	}
 	return req, nil
+}
+
+// buildFailed is the error of an attempt whose request could not be built:
+// its credentials could not be had (the token endpoint named as the cause,
+// not the model), or the body or URL could not be made.
+func buildFailed(err error) *HTTPError {
+	if ce, ok := errors.AsType[*wire.CredentialError](err); ok {
+		return &HTTPError{Code: http.StatusBadGateway, Type: "api_error", Msg: "cannot get the upstream credentials of channel " + ce.Channel, Status: record.StatusUpstreamConnectError, Err: err}
+	}
+	return &HTTPError{Code: http.StatusBadGateway, Type: "api_error", Msg: "cannot build the upstream request", Status: record.StatusUpstreamConnectError, Err: err}
+}
+
+// kindBody is the body a kind sends: the prompt made whole, rewritten by
+// the kind's Body when it has one.
+func kindBody(up *wire.Upstream, t wire.Target, p prompt) ([]byte, error) {
+	b := p[0]
+	if len(b) != p.size() {
+		b = make([]byte, 0, p.size())
+		for _, piece := range p {
+			b = append(b, piece...)
+		}
+	}
+	if up.Body == nil {
+		return b, nil
+	}
+	return up.Body(t, b)
 }
 
 // joinPath appends the request path to a channel's base path (see

@@ -49,6 +49,10 @@ type Channel struct {
 	// upstreams that refuse the field); their visible tokens are then
 	// estimated unless the client asked for usage itself.
 	NoStreamUsage bool
+	// Hooks is what the channel's kind built for it (wire.Kind.Open):
+	// its URL, body rewrite and credentials; nil for kinds that need
+	// only their URL rule and the static Key.
+	Hooks *wire.Upstream
 
 	*channelState // set by New or Swap
 }

@@ -77,7 +77,7 @@ func (s *Server) Reload(ctx context.Context, trigger, by string) ReloadResult {
 	}
 	var chans []*route.Channel
 	if err == nil {
-		chans, err = buildChannels(next.Channels)
+		chans, err = buildChannels(next.Channels, &s.kinds)
 	}
 	if err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {

@@ -83,8 +83,9 @@ type Options struct {
 
 // Server is a running gateway.
 type Server struct {
-	cfg *config.Config                // as started: the settings a reload does not change
-	cur atomic.Pointer[config.Config] // in use: the last one loaded
+	cfg   *config.Config                // as started: the settings a reload does not change
+	cur   atomic.Pointer[config.Config] // in use: the last one loaded
+	kinds kindStates                    // the channels' kind state (credentials), kept across reloads
 	// Reloading (reload.go).
 	cfgPath       string
 	getenv        func(string) string
@@ -261,7 +262,7 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	s.writer = store.NewWriter(s.store, store.WriterOptions{Log: s.log, Busy: starting.Busy})
 	s.rules = diagnose.New(cfg.Diagnosis)
 
-	chans, err := buildChannels(cfg.Channels)
+	chans, err := buildChannels(cfg.Channels, &s.kinds)
 	if err != nil {
 		return nil, err
 	}
@@ -534,12 +535,19 @@ func (s *Server) simChannels() []config.Channel {
 }
 
 // buildChannels turns the configured channels into routing channels.
-func buildChannels(cs []config.Channel) ([]*route.Channel, error) {
+// Their kinds' Upstreams come from ups (opened for new configurations,
+// kept for unchanged ones); ups keeps only the latest set once all opened.
+func buildChannels(cs []config.Channel, ups *kindStates) ([]*route.Channel, error) {
 	var out []*route.Channel
+	keep := map[string]*wire.Upstream{}
 	for _, c := range cs {
 		u, err := url.Parse(c.BaseURL)
 		if err != nil {
 			return nil, fmt.Errorf("channel %q: %w", c.Name, err)
+		}
+		up, err := ups.get(c, u, keep)
+		if err != nil {
+			return nil, err
 		}
 		provider := u.Hostname()
 		if strings.HasPrefix(c.Name, "sim-") && (provider == "127.0.0.1" || provider == "localhost") {
@@ -549,10 +557,11 @@ func buildChannels(cs []config.Channel) ([]*route.Channel, error) {
 		out = append(out, &route.Channel{
 			Name: c.Name, Protocol: c.Protocol, BaseURL: u, Key: c.Secret,
 			Models: c.Models.Patterns, Upstream: c.Models.Upstream, Groups: c.Groups, Region: c.Region, Provider: provider,
-			Priority: c.Priority, Weight: max(c.Weight, 1), NoStreamUsage: c.StreamUsage != nil && !*c.StreamUsage,
+			Priority: c.Priority, Weight: max(c.Weight, 1), NoStreamUsage: c.StreamUsage != nil && !*c.StreamUsage, Hooks: up,
 			Timeouts: route.Timeouts{Headers: t.Headers.D(), FirstOutput: t.FirstOutput.D(), Idle: t.Idle.D(), Total: t.Total.D()},
 		})
 	}
+	ups.swap(keep)
 	return out, nil
 }
 

@@ -76,9 +76,10 @@ const (
 	PhaseAfterUpstream = "after_upstream" // t7 − t6
 	PhaseRequestWait   = "request_wait"   // request_wait_ms: before t0, from the request's first byte read
 	PhaseAdmissionWait = "admission_wait" // admission_wait_ms: queued for the gateway's limits
+	PhaseUpstreamAuth  = "upstream_auth"  // upstream_auth_ms: waited for an upstream credential
 )
 
-var phases = [...]string{PhaseAuth, PhaseDistribution, PhaseBodyRead, PhaseAfterUpstream, PhaseRequestWait, PhaseAdmissionWait}
+var phases = [...]string{PhaseAuth, PhaseDistribution, PhaseBodyRead, PhaseAfterUpstream, PhaseRequestWait, PhaseAdmissionWait, PhaseUpstreamAuth}
 
 // Token type label values of ttfx_tokens_total.
 var tokenTypes = [...]string{"input", "output", "reasoning", "visible"}
@@ -213,7 +214,7 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 	m.relayLag = hist("ttfx_relay_lag_seconds",
 		"Gateway relay lag: first visible text flushed to the client minus first visible text received from upstream, first_text_sent_ms − first_text_delta_ms."+every, LocalBuckets)
 	m.phase = hist("ttfx_local_phase_seconds",
-		"Local phases of the gateway: phase=auth (auth_ms), distribution (distribution_ms: channel selection), body_read (body_read_ms: reading the client's body), after_upstream (t7 − t6: from the upstream body's end to the handler's end), request_wait (request_wait_ms: from the request's first byte read on its connection to t0 — accepting, reading headers, waiting for a core; it grows when the gateway is overloaded), admission_wait (admission_wait_ms: queued for the gateway's own limits, observed only for requests that queued). A phase that did not run is not observed.", LocalBuckets, "phase")
+		"Local phases of the gateway: phase=auth (auth_ms), distribution (distribution_ms: channel selection), body_read (body_read_ms: reading the client's body), after_upstream (t7 − t6: from the upstream body's end to the handler's end), request_wait (request_wait_ms: from the request's first byte read on its connection to t0 — accepting, reading headers, waiting for a core; it grows when the gateway is overloaded), admission_wait (admission_wait_ms: queued for the gateway's own limits, observed only for requests that queued), upstream_auth (upstream_auth_ms: waited for an upstream credential fetched on the request's path, observed only for such requests). A phase that did not run is not observed.", LocalBuckets, "phase")
 	m.tps = hist("ttfx_visible_output_tokens_per_second",
 		"Visible output speed of one stream: visible output tokens / (t6 − t5) in seconds (visible_output_tps). Not observed without visible text or with fewer than 2 visible tokens.", TPSBuckets)
 	m.itl = hist("ttfx_inter_token_latency_seconds",
@@ -302,6 +303,7 @@ func (m *Metrics) Record(rec *record.Record) {
 	plain.span(s.phase[3], f.TotalHandlerMs.Sub(f.UpstreamDoneMs))
 	plain.span(s.phase[4], f.RequestWaitMs)
 	plain.span(s.phase[5], f.AdmissionWaitMs)
+	plain.span(s.phase[6], f.UpstreamAuthMs)
 	o.span(s.maxGap, f.MaxOutputGapMs)
 	if v, ok := rec.VisibleOutputTPS.Get(); ok {
 		o.observe(s.tps, v)

@@ -52,10 +52,14 @@ const (
 	// PhaseAdmissionWait is how long the request queued for a limit of
 	// the gateway's admission (internal/admission), after t0.
 	PhaseAdmissionWait
+	// PhaseUpstreamAuth is how long the request waited for an upstream
+	// credential fetched on its path (an OAuth2 token no cache held),
+	// summed over its attempts; inside t1 − t0.
+	PhaseUpstreamAuth
 	numPhases
 )
 
-var phaseNames = [numPhases]string{"auth", "distribution", "body_read", "request_wait", "admission_wait"}
+var phaseNames = [numPhases]string{"auth", "distribution", "body_read", "request_wait", "admission_wait", "upstream_auth"}
 
 func (p Phase) String() string {
 	if p < numPhases {
@@ -166,6 +170,15 @@ func (t *Timeline) MarkTextSent() {
 func (t *Timeline) SetPhase(p Phase, d time.Duration) {
 	if p < numPhases {
 		t.phases[p], t.phaseSet[p] = d, true
+	}
+}
+
+// AddPhase adds d to a local phase (one that may happen once per attempt),
+// recording it.
+func (t *Timeline) AddPhase(p Phase, d time.Duration) {
+	if p < numPhases {
+		t.phases[p] += d
+		t.phaseSet[p] = true
 	}
 }
 
@@ -286,6 +299,10 @@ type Fields struct {
 	// gateway (limits with a queue), between authentication and routing;
 	// absent when it did not queue.
 	AdmissionWaitMs Span `json:"admission_wait_ms,omitzero"`
+	// UpstreamAuthMs is how long the request waited for an upstream
+	// credential fetched on its path (SPEC §1); absent when the
+	// credentials were cached or static.
+	UpstreamAuthMs Span `json:"upstream_auth_ms,omitzero"`
 	// HeadersSentMs is when the response headers were flushed to the
 	// client, from t0; absent when none were sent.
 	HeadersSentMs Offset `json:"headers_sent_ms"`
@@ -313,6 +330,7 @@ func (t *Timeline) Fields() Fields {
 		TotalHandlerMs:      t.Since(T7),
 		RequestWaitMs:       t.Phase(PhaseRequestWait),
 		AdmissionWaitMs:     t.Phase(PhaseAdmissionWait),
+		UpstreamAuthMs:      t.Phase(PhaseUpstreamAuth),
 		HeadersSentMs:       t.offset(t.headSent),
 		MaxOutputGapMs:      t.maxGapSpan(),
 		MaxOutputGapAtMs:    t.offset(t.maxGapAt),

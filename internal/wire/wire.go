@@ -111,8 +111,11 @@ type Kind struct {
 	Name string
 	// Families are the API families its channels serve.
 	Families []string
-	// Authorize sets the channel's credentials and the headers the
-	// provider requires on an upstream request.
+	// Authorize sets the channel's static key and the headers the
+	// provider requires on an upstream request. A channel whose Upstream
+	// has Credentials is authorized by them instead; Authorize, when not
+	// nil, still runs first (with the static key, "" when none) for the
+	// other headers. It may be nil only for a kind with Open.
 	Authorize func(h http.Header, key string)
 	// ForwardHeaders are the client headers the provider reads, which the
 	// gateway passes on (never the client's credentials).
@@ -123,14 +126,40 @@ type Kind struct {
 	// URL builds the upstream URL of a request; nil joins the channel's
 	// base and the client's path and query (JoinURL).
 	URL func(t Target) *url.URL
+
+	// Settings are the channel keys the kind reads besides the common
+	// ones (Setting). The configuration refuses other keys.
+	Settings []Setting
+	// DefaultBaseURL gives a channel that names no base_url one from its
+	// settings (Vertex's regional endpoint from its location); nil: the
+	// kind needs base_url.
+	DefaultBaseURL func(settings map[string]string) string
+	// Open builds a channel's Upstream from its configuration: its
+	// settings checked, its credentials set up (token sources warm up
+	// here, off the request path). nil: every channel of the kind uses
+	// URL and Authorize with its static key. It runs at start and at every
+	// reload; an error refuses the configuration.
+	Open func(c ChannelConfig) (*Upstream, error)
+}
+
+// Setting returns the setting of k named name, or nil.
+func (k *Kind) Setting(name string) *Setting {
+	for i := range k.Settings {
+		if k.Settings[i].Name == name {
+			return &k.Settings[i]
+		}
+	}
+	return nil
 }
 
 // Target is what a kind builds an upstream URL from.
 type Target struct {
-	Base  *url.URL // the channel's base_url (not to be modified)
-	Path  string   // the client's path ("/v1/chat/completions")
-	Query string   // the client's query, any key removed
-	Model string   // the model the request is for (in a deployment's name for some kinds)
+	Base   *url.URL // the channel's base_url (not to be modified)
+	Path   string   // the client's path ("/v1/chat/completions")
+	Query  string   // the client's query, any key removed
+	Model  string   // the model the request is for (in a deployment's name for some kinds)
+	Stream bool     // the client asked for a stream (some kinds name it in the URL)
+	Family string   // the client API's family ("anthropic"): what the body speaks
 }
 
 var (
@@ -170,7 +199,7 @@ func RegisterAPI(a *API) {
 
 // RegisterKind adds an upstream provider kind.
 func RegisterKind(k *Kind) {
-	if k.Name == "" || len(k.Families) == 0 || k.Authorize == nil {
+	if k.Name == "" || len(k.Families) == 0 || k.Authorize == nil && k.Open == nil {
 		panic("wire: incomplete provider kind " + k.Name)
 	}
 	if kinds[k.Name] != nil {
