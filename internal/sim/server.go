@@ -51,6 +51,12 @@ type Options struct {
 	APIKey string
 	// MaxBodyBytes bounds request bodies; 0: DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// Identity configures the token endpoints of the vertex kind (Google's
+	// JWT-bearer grant) and of Entra ID (client credentials), and makes
+	// the routes that take their bearer tokens accept only tokens issued
+	// and still valid; nil: those routes take any bearer token
+	// (identity.go).
+	Identity *Identity
 }
 
 // Info describes one finished request, for tests that check what the
@@ -92,6 +98,7 @@ type Server struct {
 	mux      *http.ServeMux
 	profiles map[string]*served // read-only after New
 	seq      atomic.Uint64      // requests served, mixed into the jitter seed
+	issued   issued             // the access tokens issued (identity.go)
 
 	// onSend, when set (by benchmarks), is called after each write with
 	// the time it was due and the time its flush returned.
@@ -175,6 +182,7 @@ func (s *Server) routes() {
 	m.HandleFunc("/v1beta/models", s.models)
 	m.HandleFunc("/v1beta/models/{name}", s.modelPath)
 	s.azureRoutes(m)
+	s.vertexRoutes(m)
 	m.HandleFunc("/", s.notFound)
 	s.mux = m
 }
