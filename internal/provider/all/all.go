@@ -8,4 +8,5 @@ import (
 	_ "github.com/ttfx/ttfx/internal/provider/azure"
 	_ "github.com/ttfx/ttfx/internal/provider/gemini"
 	_ "github.com/ttfx/ttfx/internal/provider/openai"
+	_ "github.com/ttfx/ttfx/internal/provider/vertex"
 )

@@ -1,0 +1,125 @@
+package vertex
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"net/url"
+	"testing"
+
+	"github.com/ttfx/ttfx/internal/wire"
+)
+
+func TestURL(t *testing.T) {
+	v := &vertex{prefix: "/v1/projects/p-1/locations/us-east5"}
+	for _, tt := range []struct {
+		base, family, model, query string
+		stream                     bool
+		want                       string
+	}{
+		{"https://us-east5-aiplatform.googleapis.com", "gemini", "gemini-2.5-flash", "alt=sse", true,
+			"https://us-east5-aiplatform.googleapis.com/v1/projects/p-1/locations/us-east5/publishers/google/models/gemini-2.5-flash:streamGenerateContent?alt=sse"},
+		// A stream the client asked for without alt=sse still is SSE.
+		{"https://h.example", "gemini", "g", "", true,
+			"https://h.example/v1/projects/p-1/locations/us-east5/publishers/google/models/g:streamGenerateContent?alt=sse"},
+		{"https://h.example/", "gemini", "g", "", false,
+			"https://h.example/v1/projects/p-1/locations/us-east5/publishers/google/models/g:generateContent"},
+		{"https://h.example/proxy", "anthropic", "claude-sonnet-4@20250514", "beta=true", true,
+			"https://h.example/proxy/v1/projects/p-1/locations/us-east5/publishers/anthropic/models/claude-sonnet-4@20250514:streamRawPredict"},
+		{"https://h.example", "anthropic", "claude-haiku-4-5", "", false,
+			"https://h.example/v1/projects/p-1/locations/us-east5/publishers/anthropic/models/claude-haiku-4-5:rawPredict"},
+		// A model name cannot leave its segment.
+		{"https://h.example", "gemini", "../../x?y#z", "", false,
+			"https://h.example/v1/projects/p-1/locations/us-east5/publishers/google/models/..%2F..%2Fx%3Fy%23z:generateContent"},
+	} {
+		base, _ := url.Parse(tt.base)
+		got := v.url(wire.Target{Base: base, Family: tt.family, Model: tt.model, Query: tt.query, Stream: tt.stream, Path: "/ignored"}).String()
+		if got != tt.want {
+			t.Errorf("%s %s stream=%v:\n got %s\nwant %s", tt.family, tt.model, tt.stream, got, tt.want)
+		}
+	}
+}
+
+func TestDefaultBaseURL(t *testing.T) {
+	for loc, want := range map[string]string{
+		"us-east5": "https://us-east5-aiplatform.googleapis.com",
+		"global":   "https://aiplatform.googleapis.com",
+	} {
+		if got := defaultBaseURL(map[string]string{"location": loc}); got != want {
+			t.Errorf("%s: %s, want %s", loc, got, want)
+		}
+	}
+}
+
+func TestOpenRefuses(t *testing.T) {
+	base, _ := url.Parse("https://h.example")
+	for name, s := range map[string]map[string]string{
+		"project with a slash": {"project": "a/b", "location": "us-east5", "credentials_file": "/nonexistent"},
+		"no location":          {"project": "p", "credentials_file": "/nonexistent"},
+		"both credentials":     {"project": "p", "location": "l", "credentials_file": "/x", "credentials_env": "V"},
+		"missing key file":     {"project": "p", "location": "l", "credentials_file": "/nonexistent/key.json"},
+	} {
+		if _, err := open(wire.ChannelConfig{Name: "c", Base: base, Settings: s, Env: map[string]string{"credentials_env": "/y"}}); err == nil {
+			t.Errorf("%s: opened", name)
+		}
+	}
+}
+
+func TestEditObject(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"model":"m","max_tokens":5,"messages":[]}`:            `{"max_tokens":5,"messages":[],"anthropic_version":"v"}`,
+		`{"max_tokens":5,"model":"m"}`:                          `{"max_tokens":5,"anthropic_version":"v"}`,
+		` { "a" : {"model":1} , "model" : "m" , "b":[1,"}"] } `: ` {"a" : {"model":1},"b":[1,"}"],"anthropic_version":"v"} `,
+		`{}`:                            `{"anthropic_version":"v"}`,
+		`{"model":"m"}`:                 `{"anthropic_version":"v"}`,
+		`{"anthropic_version":"x"}`:     `{"anthropic_version":"x"}`,
+		`{"mod\u0065l":"m","s":"a\"b"}`: `{"s":"a\"b","anthropic_version":"v"}`,
+	} {
+		got, err := editObject([]byte(in), "model", "anthropic_version", `"v"`)
+		if err != nil || string(got) != want {
+			t.Errorf("editObject(%s) = %s, %v; want %s", in, got, err, want)
+		}
+	}
+	for _, in := range []string{``, `[]`, `"x"`, `{"a":1`, `{"a" 1}`, `{"a":1}x`, `{"a":}`, `{a:1}`} {
+		if got, err := editObject([]byte(in), "model", "anthropic_version", `"v"`); err == nil {
+			t.Errorf("editObject(%s) = %s, want an error", in, got)
+		}
+	}
+}
+
+// FuzzEditObject: for every JSON object, the edit is a JSON object with
+// the same members but model, and anthropic_version; nothing panics on
+// other bytes.
+func FuzzEditObject(f *testing.F) {
+	for _, s := range []string{`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, `{}`, ` {"a":[{"b":"\"}"}]} `, `{"model":1,"model":2}`, `{"x":1e5,"y":null}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := editObject(b, "model", "anthropic_version", `"v"`)
+		var in map[string]json.RawMessage
+		if json.Unmarshal(b, &in) != nil || in == nil || !json.Valid(b) {
+			return // not an object: an error or a result, never a panic
+		}
+		if err != nil {
+			t.Fatalf("editObject(%q): %v", b, err)
+		}
+		var out map[string]json.RawMessage
+		if err := json.Unmarshal(got, &out); err != nil {
+			t.Fatalf("editObject(%q) = %q: %v", b, got, err)
+		}
+		want := maps.Clone(in)
+		delete(want, "model")
+		if _, ok := want["anthropic_version"]; !ok {
+			want["anthropic_version"] = json.RawMessage(`"v"`)
+		}
+		if !maps.EqualFunc(out, want, func(a, b json.RawMessage) bool { return bytes.Equal(compact(a), compact(b)) }) {
+			t.Fatalf("editObject(%q) = %q", b, got)
+		}
+	})
+}
+
+func compact(b []byte) []byte {
+	var w bytes.Buffer
+	json.Compact(&w, b)
+	return w.Bytes()
+}
