@@ -16,7 +16,9 @@ import (
 //     /embeddings, with the model in the body and no api-version.
 //
 // A request without an api-key header, or with a wrong one when
-// Options.APIKey is set, is refused 401 as Azure refuses it; a deployment
+// Options.APIKey is set, is refused 401 as Azure refuses it, unless it
+// carries an Entra ID bearer token the simulator issued and that has not
+// expired (any bearer token when no Options.Identity is set); a deployment
 // request without api-version gets Azure's 404.
 func (s *Server) azureRoutes(m *http.ServeMux) {
 	for path, api := range map[string]API{
@@ -35,6 +37,13 @@ func (s *Server) azure(api API, versioned bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get("Api-Key")
 		switch {
+		case key == "" && r.Header.Get("Authorization") != "":
+			// An Entra ID token (identity.go) instead of the key.
+			if why := s.bearer(r); why != "" {
+				writeError(w, familyOpenAI, &apiError{status: http.StatusUnauthorized, code: "401",
+					msg: "Access denied due to invalid or expired Entra ID token (" + why + "). Make sure to provide a valid token for an identity with access to this resource."})
+				return
+			}
 		case key == "" && r.Header.Get("Authorization") == "":
 			writeError(w, familyOpenAI, &apiError{status: http.StatusUnauthorized, code: "401",
 				msg: "Access denied due to missing subscription key. Make sure to include subscription key when making requests to an API."})

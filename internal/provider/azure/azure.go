@@ -13,6 +13,8 @@
 //     as OpenAI's own API has it, and no api-version.
 //
 // Azure speaks OpenAI's wire format, so the kind serves the openai family.
+// A channel authenticates with the resource's api-key (key_env or key_file)
+// or, when it names a tenant_id, with Entra ID tokens (entra.go).
 package azure
 
 import (
@@ -38,11 +40,17 @@ const ResponsesAPIVersion = "2025-04-01-preview"
 func init() {
 	wire.RegisterKind(&wire.Kind{
 		Name: Kind, Families: []string{"openai"},
-		Authorize: func(h http.Header, key string) { h.Set("Api-Key", key) },
+		Authorize: func(h http.Header, key string) {
+			if key != "" { // an Entra ID channel has none: its token is its credential
+				h.Set("Api-Key", key)
+			}
+		},
 		// Not the client's x-ms-client-request-id or the like: they
 		// would name the client's calls.
 		ForwardHeaders: []string{"Openai-Beta"},
 		URL:            upstreamURL,
+		Settings:       settings,
+		Open:           open,
 	})
 }
 
