@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
 // referencePath is the configuration reference users read.
@@ -56,6 +58,14 @@ func TestConfigurationReferenceNamesEveryKey(t *testing.T) {
 	doc := string(b)
 	var paths []string
 	keyPaths(reflect.TypeFor[Config](), "", &paths)
+	// A channel's kind settings (wire.Kind.Settings) sit flat in its entry.
+	for _, k := range wire.Kinds() {
+		for _, s := range k.Settings {
+			if p := "channels[]." + s.Name; !slices.Contains(paths, p) {
+				paths = append(paths, p)
+			}
+		}
+	}
 	slices.Sort(paths)
 	if len(paths) < 55 {
 		t.Fatalf("only %d key paths found: the walk is broken", len(paths))
