@@ -45,10 +45,10 @@ func editObject(b []byte, drop, add, value string) ([]byte, error) {
 			if n >= len(b) || b[n] != ',' && b[n] != '}' {
 				return nil, errNotObject
 			}
-			switch key := keyOf(b[k:kEnd]); key {
-			case drop:
+			switch key := b[k:kEnd]; {
+			case keyIs(key, drop):
 			default:
-				if key == add {
+				if keyIs(key, add) {
 					has = true
 				}
 				if members > 0 {
@@ -83,18 +83,17 @@ func editObject(b []byte, drop, add, value string) ([]byte, error) {
 	return append(out, rest...), nil
 }
 
-// keyOf is the decoded text of the JSON string s (quotes included).
-func keyOf(s []byte) string {
+// keyIs reports whether the JSON string s (quotes included) decodes to
+// name; without an escape it compares the bytes, allocating nothing (the
+// top-level keys of every Anthropic request pass here).
+func keyIs(s []byte, name string) bool {
 	for _, c := range s {
 		if c == '\\' {
 			var k string
-			if json.Unmarshal(s, &k) != nil {
-				return ""
-			}
-			return k
+			return json.Unmarshal(s, &k) == nil && k == name
 		}
 	}
-	return string(s[1 : len(s)-1])
+	return string(s[1:len(s)-1]) == name
 }
 
 func skipSpace(b []byte, i int) int {

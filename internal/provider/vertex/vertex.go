@@ -111,7 +111,8 @@ func open(c wire.ChannelConfig) (*wire.Upstream, error) {
 		}
 		return wire.Token{Value: t.Value, Expiry: t.Expiry}, nil
 	}, wire.TokenCacheOptions{Channel: c.Name})
-	v := &vertex{prefix: "/v1/projects/" + project + "/locations/" + location}
+	prefix := "/v1/projects/" + project + "/locations/" + location
+	v := &vertex{google: prefix + "/publishers/google/models/", anthropic: prefix + "/publishers/anthropic/models/"}
 	return &wire.Upstream{URL: v.url, Body: body, Credentials: cache}, nil
 }
 
@@ -186,22 +187,24 @@ func tokenProvider(keyFile string, client *http.Client) (auth.TokenProvider, err
 
 // vertex is one channel's URL rule.
 type vertex struct {
-	prefix string // "/v1/projects/P/locations/L"
+	// The paths of the two publishers' models,
+	// "/v1/projects/P/locations/L/publishers/google/models/".
+	google, anthropic string
 }
 
 // url builds the model's URL: the publisher from the client's API family,
 // the method from whether it streams. The model is one escaped path
 // segment, so no model name reaches another path.
 func (v *vertex) url(t wire.Target) *url.URL {
-	var publisher, method, query string
+	var tail, method, query string
 	switch t.Family {
 	case anthropic.Family:
-		publisher, method = "anthropic", ":rawPredict"
+		tail, method = v.anthropic, ":rawPredict"
 		if t.Stream {
 			method = ":streamRawPredict"
 		}
 	case gemini.Family:
-		publisher, method, query = "google", ":generateContent", t.Query
+		tail, method, query = v.google, ":generateContent", t.Query
 		if t.Stream {
 			method = ":streamGenerateContent"
 			// Vertex streams JSON arrays unless asked for SSE; the
@@ -216,9 +219,13 @@ func (v *vertex) url(t wire.Target) *url.URL {
 	u := new(url.URL)
 	*u = *t.Base
 	base := strings.TrimSuffix(t.Base.Path, "/")
-	tail := v.prefix + "/publishers/" + publisher + "/models/"
 	u.Path = base + tail + t.Model + method
-	u.RawPath = strings.TrimSuffix(t.Base.EscapedPath(), "/") + tail + url.PathEscape(t.Model) + method
+	u.RawPath = ""
+	if esc := url.PathEscape(t.Model); esc != t.Model || t.Base.RawPath != "" {
+		// Only a model name with a character to escape ("/") needs the
+		// path spelled out; the others are escaped as Path says.
+		u.RawPath = strings.TrimSuffix(t.Base.EscapedPath(), "/") + tail + esc + method
+	}
 	u.RawQuery = join(t.Base.RawQuery, query)
 	return u
 }

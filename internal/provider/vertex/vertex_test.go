@@ -11,7 +11,7 @@ import (
 )
 
 func TestURL(t *testing.T) {
-	v := &vertex{prefix: "/v1/projects/p-1/locations/us-east5"}
+	v := &vertex{google: "/v1/projects/p-1/locations/us-east5/publishers/google/models/", anthropic: "/v1/projects/p-1/locations/us-east5/publishers/anthropic/models/"}
 	for _, tt := range []struct {
 		base, family, model, query string
 		stream                     bool
