@@ -111,8 +111,11 @@ func (k *Keyring) Lookup(key string) (Principal, bool) {
 func (k *Keyring) Entries() []Entry { return append([]Entry(nil), *k.entries.Load()...) }
 
 // FromRequest returns the key a client presented: `Authorization: Bearer`,
-// `x-api-key`, `x-goog-api-key` or the `key` query parameter, in that
-// order (the headers and the query the providers' SDKs send keys in). It returns "" when there is none.
+// `x-api-key`, `x-goog-api-key`, `api-key` (Azure OpenAI's SDKs: an
+// application moved behind the gateway keeps its client and sends its
+// ttfx key there) or the `key` query parameter, in that order (the headers
+// and the query the providers' SDKs send keys in). It returns "" when
+// there is none.
 func FromRequest(r *http.Request) string {
 	if h := r.Header.Get("Authorization"); h != "" {
 		if scheme, token, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
@@ -123,6 +126,9 @@ func FromRequest(r *http.Request) string {
 		return h
 	}
 	if h := r.Header.Get("X-Goog-Api-Key"); h != "" {
+		return h
+	}
+	if h := r.Header.Get("Api-Key"); h != "" {
 		return h
 	}
 	return r.URL.Query().Get("key")

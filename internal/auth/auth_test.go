@@ -37,6 +37,7 @@ func TestFromRequest(t *testing.T) {
 		{"Authorization", "Basic abc", "", ""},
 		{"X-Api-Key", "sk-3", "", "sk-3"},
 		{"X-Goog-Api-Key", "sk-4", "", "sk-4"},
+		{"Api-Key", "sk-8", "", "sk-8"}, // Azure OpenAI's SDKs
 		{"", "", "key=sk-5", "sk-5"},
 	}
 	for _, tt := range tests {

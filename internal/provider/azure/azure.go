@@ -58,8 +58,8 @@ func init() {
 func upstreamURL(t wire.Target) *url.URL {
 	base := strings.TrimSuffix(t.Base.Path, "/")
 	if strings.HasSuffix(base, "/openai/v1") {
-		// The v1 form: OpenAI's paths under /openai/v1.
-		return wire.JoinURL(t.Base, t.Path, t.Query)
+		// The v1 form: OpenAI's paths under /openai/v1, no api-version.
+		return wire.JoinURL(t.Base, t.Path, clientQuery(t.Query))
 	}
 	rest, _ := strings.CutPrefix(t.Path, "/v1")
 	u := new(url.URL)
@@ -81,8 +81,23 @@ func upstreamURL(t wire.Target) *url.URL {
 		q.Set("api-version", v)
 	}
 	u.RawQuery = q.Encode()
-	if t.Query != "" {
-		u.RawQuery += "&" + t.Query
+	if cq := clientQuery(t.Query); cq != "" {
+		u.RawQuery += "&" + cq
 	}
 	return u
+}
+
+// clientQuery is the client's query without an api-version: a client of
+// Azure's SDKs sends its own (the AzureOpenAI client on every request),
+// while the channel's base_url says which version its resource is asked.
+func clientQuery(q string) string {
+	if !strings.Contains(q, "api-version") {
+		return q
+	}
+	v, err := url.ParseQuery(q)
+	if err != nil {
+		return q
+	}
+	v.Del("api-version")
+	return v.Encode()
 }

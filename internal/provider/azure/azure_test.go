@@ -24,6 +24,12 @@ func TestUpstreamURL(t *testing.T) {
 			"https://r.openai.azure.com/openai/v1/chat/completions"},
 		{"https://r.openai.azure.com/openai/v1/", "/v1/responses", "x=1", "gpt-4o",
 			"https://r.openai.azure.com/openai/v1/responses?x=1"},
+		// A client's own api-version (Azure's SDKs send one) gives way to
+		// the channel's.
+		{"https://r.openai.azure.com/?api-version=2024-10-21", "/v1/responses", "api-version=2025-03-01-preview&x=1", "d",
+			"https://r.openai.azure.com/openai/responses?api-version=2024-10-21&x=1"},
+		{"https://r.openai.azure.com/openai/v1", "/v1/responses", "api-version=preview", "d",
+			"https://r.openai.azure.com/openai/v1/responses"},
 	} {
 		base, _ := url.Parse(tt.base)
 		if got := upstreamURL(wire.Target{Base: base, Path: tt.path, Query: tt.query, Model: tt.model}).String(); got != tt.want {
