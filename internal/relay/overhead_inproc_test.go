@@ -31,7 +31,10 @@ import (
 // allocs/event divide by the events relayed (cpu_ns/event is the
 // process's CPU time, robust to a shared machine's load), so the "t1000" cases are the
 // per-event cost and the "t10" cases show the per-request one (auth, body,
-// routing, the upstream request, the record).
+// routing, the upstream request, the record). The gateway-azure cases
+// relay the same stream through a channel of kind azure, and through one
+// that also maps the model to a deployment's name: a request through Azure
+// should cost the gateway no more than one through OpenAI (issue 44).
 //
 //	go test ./internal/relay -run '^$' -bench OverheadInProcess -count 3
 func BenchmarkOverheadInProcess(b *testing.B) {
@@ -43,15 +46,27 @@ func BenchmarkOverheadInProcess(b *testing.B) {
 
 		keys := auth.NewKeyring([]auth.Entry{{Principal: auth.Principal{Name: "client", Role: auth.RoleClient, Group: "g"}, Hash: auth.HashKey(clientKey)}})
 		var recs ohRecords
-		gw := relay.New(relay.Options{
-			Router:      route.NewRouter([]*route.Channel{channel("sim-openai", "openai", "http://sim.invalid", fastTimeouts)}, 1),
-			Keys:        keys,
-			Recorder:    &recs,
-			Transport:   tr,
-			UserHashKey: []byte("0123456789abcdef"),
-		})
-		mux := http.NewServeMux()
-		gw.Register(mux)
+		gatewayOver := func(ch *route.Channel) *http.ServeMux {
+			gw := relay.New(relay.Options{
+				Router:      route.NewRouter([]*route.Channel{ch}, 1),
+				Keys:        keys,
+				Recorder:    &recs,
+				Transport:   tr,
+				UserHashKey: []byte("0123456789abcdef"),
+			})
+			mux := http.NewServeMux()
+			gw.Register(mux)
+			return mux
+		}
+		mux := gatewayOver(channel("sim-openai", "openai", "http://sim.invalid", fastTimeouts))
+		// The same stream through a channel of kind azure (deployment
+		// URL, api-version, api-key), and through one that also maps the
+		// model to a deployment's name (an alias: the body's model is
+		// replaced on the way): what a kind and an alias cost the gateway.
+		azureMux := gatewayOver(channel("az", "azure", "http://sim.invalid?api-version=2024-10-21", fastTimeouts))
+		aliased := channel("az-alias", "azure", "http://sim.invalid?api-version=2024-10-21", fastTimeouts)
+		aliased.Models, aliased.Upstream = []string{"bench"}, map[string]string{"bench": "prod-bench-deployment"}
+		aliasMux := gatewayOver(aliased)
 
 		target, _ := url.Parse("http://sim.invalid")
 		proxyTr := &replayTransport{body: direct} // the proxy's client did not ask for usage
@@ -66,7 +81,7 @@ func BenchmarkOverheadInProcess(b *testing.B) {
 			name string
 			h    http.Handler
 			key  string
-		}{{"gateway", mux, clientKey}, {"proxy", rp, "any"}} {
+		}{{"gateway", mux, clientKey}, {"gateway-azure", azureMux, clientKey}, {"gateway-azure-alias", aliasMux, clientKey}, {"proxy", rp, "any"}} {
 			b.Run(h.name+"/t"+strconv.Itoa(tokens), func(b *testing.B) {
 				// What the client gets must be the direct stream, byte for
 				// byte, or the figures are of some other work.
