@@ -89,8 +89,8 @@ func inspectMain(args []string, stdin io.Reader, stdout io.Writer) error {
 }
 
 func apiList() string {
-	names := make([]string, len(protocol.APIs))
-	for i, a := range protocol.APIs {
+	names := make([]string, len(protocol.APIs()))
+	for i, a := range protocol.APIs() {
 		names[i] = string(a)
 	}
 	return strings.Join(names, ", ")

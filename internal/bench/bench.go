@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ttfx/ttfx/internal/protocol"
+	"github.com/ttfx/ttfx/internal/provider/openai"
 	"github.com/ttfx/ttfx/internal/timeline"
 	"github.com/ttfx/ttfx/internal/tokens"
 )
@@ -179,7 +180,7 @@ func Setup(o Options) (Plan, Conditions, error) {
 		URL:   shown.String(),
 		API:   string(api),
 		Route: w.Route(),
-		Model: o.Model, Stream: o.Stream, IncludeUsage: o.Stream && api == protocol.OpenAIChat,
+		Model: o.Model, Stream: o.Stream, IncludeUsage: o.Stream && api == openai.Chat,
 		Load:   load,
 		Sample: Sample{Requests: max(o.Requests, 0), Warmup: o.Warmup},
 		Prompt: Prompt{InputTokensMean: o.InputTokensMean, InputTokensSD: o.InputTokensSD, Tokenizer: tokens.Encoding,

@@ -56,7 +56,7 @@ func FuzzResponse(f *testing.F) {
 	f.Add([]byte(": ping\n\n"), uint8(1), true, uint16(503))
 	base, _ := url.Parse("http://fuzz.invalid")
 	f.Fuzz(func(t *testing.T, body []byte, apiSel uint8, stream bool, status uint16) {
-		api := protocol.APIs[int(apiSel)%len(protocol.APIs)]
+		api := protocol.APIs()[int(apiSel)%len(protocol.APIs())]
 		code := 100 + int(status)%500
 		if code < 200 {
 			code = 200

@@ -15,6 +15,9 @@ import (
 	"strings"
 
 	"github.com/ttfx/ttfx/internal/protocol"
+	"github.com/ttfx/ttfx/internal/provider/anthropic"
+	"github.com/ttfx/ttfx/internal/provider/gemini"
+	"github.com/ttfx/ttfx/internal/provider/openai"
 )
 
 // Wire builds the requests of a run in the wire format of its API.
@@ -52,10 +55,10 @@ func (w *Wire) Check() error {
 	if w.MaxTokens < 0 {
 		return errors.New("max-tokens: must be ≥ 0")
 	}
-	if w.API == protocol.Anthropic && w.MaxTokens == 0 {
+	if w.API == anthropic.API && w.MaxTokens == 0 {
 		return errors.New("max-tokens: the Anthropic Messages API requires max_tokens; give --max-tokens N")
 	}
-	if w.Sampling.Seed != nil && (w.API == protocol.OpenAIResponses || w.API == protocol.Anthropic) {
+	if w.Sampling.Seed != nil && (w.API == openai.Responses || w.API == anthropic.API) {
 		return fmt.Errorf("seed: the %s API takes no sampling seed", w.API)
 	}
 	return nil
@@ -77,7 +80,7 @@ func (w *Wire) url() *url.URL {
 	base := strings.TrimRight(u.Path, "/")
 	var p string
 	switch w.API {
-	case protocol.Gemini:
+	case gemini.API:
 		if !strings.HasSuffix(base, "/v1beta") && !strings.HasSuffix(base, "/v1") {
 			base += "/v1beta"
 		}
@@ -94,11 +97,11 @@ func (w *Wire) url() *url.URL {
 			base += "/v1"
 		}
 		switch w.API {
-		case protocol.OpenAIChat:
+		case openai.Chat:
 			p = base + "/chat/completions"
-		case protocol.OpenAIResponses:
+		case openai.Responses:
 			p = base + "/responses"
-		case protocol.Anthropic:
+		case anthropic.API:
 			p = base + "/messages"
 		}
 	}
@@ -112,7 +115,7 @@ func (w *Wire) Body(prompt string) ([]byte, error) {
 	s := w.Sampling
 	effortNum, numErr := strconv.Atoi(w.ReasoningEffort)
 	switch w.API {
-	case protocol.OpenAIChat:
+	case openai.Chat:
 		m["model"] = w.Model
 		m["messages"] = []any{map[string]any{"role": "user", "content": prompt}}
 		if w.Stream {
@@ -128,7 +131,7 @@ func (w *Wire) Body(prompt string) ([]byte, error) {
 			m["reasoning_effort"] = w.ReasoningEffort
 		}
 		setSampling(m, s, "temperature", "top_p", "seed")
-	case protocol.OpenAIResponses:
+	case openai.Responses:
 		m["model"] = w.Model
 		m["input"] = prompt
 		if w.Stream {
@@ -141,7 +144,7 @@ func (w *Wire) Body(prompt string) ([]byte, error) {
 			m["reasoning"] = map[string]any{"effort": w.ReasoningEffort}
 		}
 		setSampling(m, s, "temperature", "top_p", "")
-	case protocol.Anthropic:
+	case anthropic.API:
 		m["model"] = w.Model
 		m["max_tokens"] = w.MaxTokens
 		m["messages"] = []any{map[string]any{"role": "user", "content": prompt}}
@@ -156,7 +159,7 @@ func (w *Wire) Body(prompt string) ([]byte, error) {
 			m["output_config"] = map[string]any{"effort": w.ReasoningEffort}
 		}
 		setSampling(m, s, "temperature", "top_p", "")
-	case protocol.Gemini:
+	case gemini.API:
 		m["contents"] = []any{map[string]any{"role": "user", "parts": []any{map[string]any{"text": prompt}}}}
 		gc := map[string]any{}
 		if w.MaxTokens > 0 {
@@ -209,12 +212,12 @@ func (w *Wire) NewRequest(ctx context.Context, body []byte) (*http.Request, erro
 		h.Set("Accept", "application/json")
 	}
 	switch w.API {
-	case protocol.Anthropic:
+	case anthropic.API:
 		h.Set("Anthropic-Version", anthropicVersion)
 		if w.Key != "" {
 			h.Set("X-Api-Key", w.Key)
 		}
-	case protocol.Gemini:
+	case gemini.API:
 		if w.Key != "" {
 			h.Set("X-Goog-Api-Key", w.Key)
 		}

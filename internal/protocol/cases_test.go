@@ -168,7 +168,7 @@ func TestStringErrors(t *testing.T) {
 		}
 	}
 	// An empty string or null is no error.
-	for _, api := range APIs {
+	for _, api := range APIs() {
 		for _, data := range []string{`{"error":""}`, `{"error":null}`} {
 			if r := NewStream(api).Event(&sse.Event{Data: []byte(data)}); r.Kinds&Error != 0 {
 				t.Errorf("%s %s: %s", api, data, r.Kinds)
@@ -388,7 +388,7 @@ func TestChatUsage(t *testing.T) {
 	if r := n.Event(&sse.Event{Data: []byte(`{"choices":[{"delta":{"content":"x"}}],"usage":null}`)}); r.Kinds != Text || r.UsageOnly {
 		t.Errorf("usage null: %+v", r)
 	}
-	if n.Usage().any() {
+	if n.Usage().Any() {
 		t.Errorf("usage null reported %+v", n.Usage())
 	}
 }
@@ -621,7 +621,7 @@ func TestGeminiCases(t *testing.T) {
 		info.Usage != (Usage{Input: 3, Output: 2, HasInput: true, HasOutput: true, HasReasoning: true}) {
 		t.Errorf("ParseResponse usage %+v, %v", info.Usage, err)
 	}
-	if info, err := ParseResponse(Gemini, []byte(`{"candidates":[{"content":{"parts":[{"text":"Paris."}]},"finishReason":"STOP"}],"usageMetadata":{}}`)); err != nil || info.Usage.any() {
+	if info, err := ParseResponse(Gemini, []byte(`{"candidates":[{"content":{"parts":[{"text":"Paris."}]},"finishReason":"STOP"}],"usageMetadata":{}}`)); err != nil || info.Usage.Any() {
 		t.Errorf("ParseResponse empty usageMetadata %+v, %v", info.Usage, err)
 	}
 
@@ -706,7 +706,7 @@ func TestKind(t *testing.T) {
 }
 
 func TestParseAPI(t *testing.T) {
-	for _, a := range APIs {
+	for _, a := range APIs() {
 		if got, err := ParseAPI(string(a)); err != nil || got != a {
 			t.Errorf("ParseAPI(%q) = %q, %v", a, got, err)
 		}

@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"io"
+	"slices"
 
 	"github.com/ttfx/ttfx/internal/jsonscan"
 	"github.com/ttfx/ttfx/internal/sse"
@@ -13,37 +14,47 @@ import (
 // object that several APIs share the shape of); keep feeding events.
 func DetectEvent(ev *sse.Event) (API, bool) { return DetectData(ev.Type, ev.Data) }
 
-// DetectData is DetectEvent for an event's type and data:
-//   - `[DONE]`, or an object with choices or object "chat.completion.chunk"
-//     / "text_completion" is openai.chat;
-//   - a type that starts with "response." (or "keepalive") is
-//     openai.responses;
-//   - the Anthropic event types (message_start, content_block_*, ping,
-//     message_delta, message_stop) are anthropic; an "error" event is
-//     openai.responses when it has a sequence_number (every Responses
-//     event has one, no Anthropic event does) or the code and message at
-//     the top, and anthropic when it nests an error object
-//     ({"type":"error","error":{…}}) without a sequence_number;
-//   - candidates, usageMetadata or promptFeedback is gemini;
-//   - a bare {"error":{…}} is gemini when the error has a "status" (Google's
-//     {code, message, status}) and openai.chat when it has a "type".
+// Shape is what DetectData reads of one event for the classifiers' Detect
+// hooks: its name and the members it has, not their values.
+type Shape struct {
+	// Data is the event's data, trimmed.
+	Data []byte
+	// Name is the event's type: the data's top-level "type" string when it
+	// has one of at most 48 bytes (raw, escapes not decoded), else the SSE
+	// event type.
+	Name []byte
+	// Object is the raw value of a top-level "object" string member.
+	Object []byte
+	// Keys are the data's top-level member names, in order (raw).
+	Keys [][]byte
+	// NestedError is set when the data has an "error" member that is an
+	// object; ErrorKeys are that object's member names.
+	NestedError bool
+	ErrorKeys   [][]byte
+}
+
+// Has reports whether the data has the top-level member key.
+func (s *Shape) Has(key string) bool {
+	return slices.ContainsFunc(s.Keys, func(k []byte) bool { return string(k) == key })
+}
+
+// ErrorHas reports whether the nested error object has the member key.
+func (s *Shape) ErrorHas(key string) bool {
+	return slices.ContainsFunc(s.ErrorKeys, func(k []byte) bool { return string(k) == key })
+}
+
+// DetectData is DetectEvent for an event's type and data. Every registered
+// classifier's Detect scores the event's Shape and the highest score above
+// 0 wins. The units share one scale, each hook's doc saying what it scores:
+// 10 for data only one API sends (an end marker); 8–9 for an event name, or
+// an error event's form, only one API uses; 6–7 for one that is most likely
+// one API's; 4–5 for a body's members; 2–3 for the members of an error
+// object several APIs nest.
 func DetectData(typ, data []byte) (API, bool) {
-	data = trimSpace(data)
-	if string(data) == "[DONE]" {
-		return OpenAIChat, true
-	}
-	var (
-		t            [48]byte
-		tn           = -1
-		nestedError  bool
-		errStatus    bool
-		errType      bool
-		chatShape    bool
-		geminiShape  bool
-		topLevelCode bool
-		sequence     bool // sequence_number: Responses only
-	)
-	d := jsonscan.New(data)
+	s := Shape{Data: TrimSpace(data), Name: typ}
+	var t [48]byte
+	tn := -1
+	d := jsonscan.New(s.Data)
 	if d.Peek() == jsonscan.Object {
 		d.Object()
 		for {
@@ -51,46 +62,27 @@ func DetectData(typ, data []byte) (API, bool) {
 			if !ok {
 				break
 			}
+			s.Keys = append(s.Keys, k)
 			switch string(k) {
 			case "type":
-				if v := rawStr(&d); v != nil && len(v) <= len(t) {
+				if v := RawStr(&d); v != nil && len(v) <= len(t) {
 					tn = copy(t[:], v)
 				}
-			case "choices":
-				chatShape = true
-				d.Skip()
 			case "object":
-				switch string(rawStr(&d)) {
-				case "chat.completion.chunk", "chat.completion", "text_completion":
-					chatShape = true
-				}
-			case "candidates", "usageMetadata", "promptFeedback":
-				geminiShape = true
-				d.Skip()
-			case "code", "message":
-				topLevelCode = true
-				d.Skip()
-			case "sequence_number":
-				sequence = true
-				d.Skip()
+				s.Object = RawStr(&d)
 			case "error":
 				if d.Peek() != jsonscan.Object {
 					d.Skip()
 					continue
 				}
-				nestedError = true
+				s.NestedError = true
 				d.Object()
 				for {
 					k, ok := d.Key()
 					if !ok {
 						break
 					}
-					switch string(k) {
-					case "status":
-						errStatus = true
-					case "type":
-						errType = true
-					}
+					s.ErrorKeys = append(s.ErrorKeys, k)
 					d.Skip()
 				}
 			default:
@@ -98,35 +90,19 @@ func DetectData(typ, data []byte) (API, bool) {
 			}
 		}
 	}
-	name := typ
 	if tn >= 0 {
-		name = t[:tn]
+		s.Name = t[:tn]
 	}
-	switch {
-	case bytes.HasPrefix(name, []byte("response.")), string(name) == "keepalive":
-		return OpenAIResponses, true
-	case string(name) == "error" && sequence:
-		return OpenAIResponses, true
-	case string(name) == "error" && nestedError:
-		return Anthropic, true
-	case string(name) == "error" && topLevelCode:
-		return OpenAIResponses, true
+	var best API
+	score := 0
+	for _, api := range APIs() {
+		if cl := classifiers[api]; cl.Detect != nil {
+			if n := cl.Detect(&s); n > score {
+				best, score = api, n
+			}
+		}
 	}
-	switch antTypeOf(name) {
-	case antPing, antMessageStart, antBlockStart, antBlockDelta, antBlockStop, antMessageDelta, antMessageStop:
-		return Anthropic, true
-	}
-	switch {
-	case chatShape:
-		return OpenAIChat, true
-	case geminiShape:
-		return Gemini, true
-	case nestedError && errStatus:
-		return Gemini, true
-	case nestedError && errType:
-		return OpenAIChat, true
-	}
-	return "", false
+	return best, score > 0
 }
 
 // Detect guesses the API of a recorded stream from its first events that

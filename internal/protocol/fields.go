@@ -7,34 +7,34 @@ import "github.com/ttfx/ttfx/internal/jsonscan"
 // an unexpected type is skipped (and still validated) rather than failing
 // the walk.
 
-// addContent records the raw JSON string contents of content of kind k
+// AddContent records the raw JSON string contents of content of kind k
 // (Text, Reasoning or Tool). Visible text is kept for the estimate even when
 // it is only white space (spaces and newlines are tokens too); the kind is
 // set only for non-whitespace content (§1: whitespace-only deltas are
 // metadata).
-func addContent(c *content, e *event, raw []byte, k Kind) {
+func AddContent(c *Content, e *Event, raw []byte, k Kind) {
 	if k == Text {
 		c.addVisible(raw)
 	}
 	if jsonscan.HasNonSpace(raw) {
-		e.kinds |= k
+		e.Kinds |= k
 	}
 }
 
-// str consumes a value that is content of kind k when it is a string; null
+// Str consumes a value that is content of kind k when it is a string; null
 // and other types carry nothing.
-func str(d *jsonscan.Decoder, c *content, e *event, k Kind) {
+func Str(d *jsonscan.Decoder, c *Content, e *Event, k Kind) {
 	if d.Peek() != jsonscan.String {
 		d.Skip()
 		return
 	}
 	if raw, ok := d.Str(); ok {
-		addContent(c, e, raw, k)
+		AddContent(c, e, raw, k)
 	}
 }
 
-// rawStr consumes a value and returns its raw contents if it is a string.
-func rawStr(d *jsonscan.Decoder) []byte {
+// RawStr consumes a value and returns its raw contents if it is a string.
+func RawStr(d *jsonscan.Decoder) []byte {
 	if d.Peek() != jsonscan.String {
 		d.Skip()
 		return nil
@@ -43,9 +43,9 @@ func rawStr(d *jsonscan.Decoder) []byte {
 	return raw
 }
 
-// object consumes a value and returns its raw bytes if it is an object
+// RawObject consumes a value and returns its raw bytes if it is an object
 // (null, the usual "absent" of these APIs, and other types give nil).
-func object(d *jsonscan.Decoder) []byte {
+func RawObject(d *jsonscan.Decoder) []byte {
 	if d.Peek() != jsonscan.Object {
 		d.Skip()
 		return nil
@@ -54,12 +54,12 @@ func object(d *jsonscan.Decoder) []byte {
 	return raw
 }
 
-// count consumes a value and returns it as a token count when it is a
+// Count consumes a value and returns it as a token count when it is a
 // number whose value is a non-negative integer up to 2^53, however it is
 // written: some OpenAI-compatible servers pass counts through floats and
 // send 3.0 or 1e1. A fraction, a negative number or any other type is no
 // count.
-func count(d *jsonscan.Decoder) (int, bool) {
+func Count(d *jsonscan.Decoder) (int, bool) {
 	if d.Peek() != jsonscan.Number {
 		d.Skip()
 		return 0, false
@@ -71,9 +71,9 @@ func count(d *jsonscan.Decoder) (int, bool) {
 	return int(n), true
 }
 
-// nonEmptyObject consumes a value and reports whether it is an object with
+// NonEmptyObject consumes a value and reports whether it is an object with
 // at least one member (a tool call's input that carries arguments).
-func nonEmptyObject(d *jsonscan.Decoder) bool {
+func NonEmptyObject(d *jsonscan.Decoder) bool {
 	if d.Peek() != jsonscan.Object {
 		d.Skip()
 		return false
@@ -117,9 +117,9 @@ func errorCode(d *jsonscan.Decoder) []byte {
 				d.Skip()
 			}
 		case "type":
-			typ = rawStr(d)
+			typ = RawStr(d)
 		case "status":
-			status = rawStr(d)
+			status = RawStr(d)
 		default:
 			d.Skip()
 		}
@@ -129,10 +129,10 @@ func errorCode(d *jsonscan.Decoder) []byte {
 			return v
 		}
 	}
-	return errorWord
+	return ErrorWord
 }
 
-// errorValue consumes the value of an "error" member and reports whether it
+// ErrorValue consumes the value of an "error" member and reports whether it
 // is an error: an object (whose code errorCode reads), or a non-empty
 // string. A string is the error's message — Hugging Face TGI and other
 // OpenAI-compatible servers send {"error":"upstream connection reset"} or
@@ -140,7 +140,7 @@ func errorCode(d *jsonscan.Decoder) []byte {
 // (nil); the caller takes one from a sibling member (see stringErrorCode).
 // null, "" and other values are no error (Responses objects carry
 // "error":null).
-func errorValue(d *jsonscan.Decoder) (code []byte, isErr bool) {
+func ErrorValue(d *jsonscan.Decoder) (code []byte, isErr bool) {
 	switch d.Peek() {
 	case jsonscan.Object:
 		return errorCode(d), true
@@ -152,65 +152,52 @@ func errorValue(d *jsonscan.Decoder) (code []byte, isErr bool) {
 	return nil, false
 }
 
-// stringErrorCode is the code of an error given as a string: the first
+// StringErrorCode is the code of an error given as a string: the first
 // non-empty candidate (TGI's error_type, a top-level type or code), else
 // "error". The string itself is never the code: it is the message.
-func stringErrorCode(candidates ...[]byte) []byte {
+func StringErrorCode(candidates ...[]byte) []byte {
 	for _, c := range candidates {
 		if len(c) > 0 {
 			return c
 		}
 	}
-	return errorWord
+	return ErrorWord
 }
 
-// errorWord is the code of an error object that gives none.
-var errorWord = []byte("error")
+// ErrorWord is the code of an error object that gives none.
+var ErrorWord = []byte("error")
 
-// openAIUsage consumes an OpenAI usage object, in its chat form
-// (prompt_tokens, completion_tokens, completion_tokens_details.reasoning_tokens)
-// or its Responses form (input_tokens, output_tokens,
-// output_tokens_details.reasoning_tokens); OpenAI-compatible providers mix
-// them. Cached prompt tokens are part of the prompt count already.
-func openAIUsage(d *jsonscan.Decoder) Usage {
-	var u Usage
+// MarkUnknown marks a well-formed event nobody recognises; it returns true so
+// that callers can write `return unknown(e)` for a valid walk.
+func MarkUnknown(e *Event) bool {
+	e.Kinds |= Unknown
+	return true
+}
+
+// FunctionArgs consumes an object whose member named field holds argument
+// text. Some OpenAI-compatible servers send the arguments as a JSON object
+// instead of a string ("arguments":{"city":"Paris"}): a non-empty object is
+// tool content too, an empty one ({}) is the call's header.
+func FunctionArgs(d *jsonscan.Decoder, c *Content, e *Event, field string) {
 	if d.Peek() != jsonscan.Object {
 		d.Skip()
-		return u
+		return
 	}
 	d.Object()
 	for {
 		k, ok := d.Key()
 		if !ok {
-			break
+			return
 		}
-		switch string(k) {
-		case "prompt_tokens", "input_tokens":
-			u.Input, u.HasInput = count(d)
-		case "completion_tokens", "output_tokens":
-			u.Output, u.HasOutput = count(d)
-		case "reasoning_tokens":
-			u.Reasoning, u.HasReasoning = count(d)
-		case "completion_tokens_details", "output_tokens_details":
-			if d.Peek() != jsonscan.Object {
-				d.Skip()
-				continue
-			}
-			d.Object()
-			for {
-				k, ok := d.Key()
-				if !ok {
-					break
-				}
-				if string(k) == "reasoning_tokens" {
-					u.Reasoning, u.HasReasoning = count(d)
-				} else {
-					d.Skip()
-				}
+		switch {
+		case string(k) != field:
+			d.Skip()
+		case d.Peek() == jsonscan.Object:
+			if NonEmptyObject(d) {
+				e.Kinds |= Tool
 			}
 		default:
-			d.Skip()
+			Str(d, c, e, Tool)
 		}
 	}
-	return u
 }

@@ -12,86 +12,6 @@ import (
 	"github.com/ttfx/ttfx/internal/sse"
 )
 
-// seedEvents adds the events of the fixtures of api (type, data) to f.
-func seedEvents(f *testing.F, api API) {
-	files, _ := filepath.Glob("../../testdata/fixtures/*.sse")
-	for _, file := range files {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			continue
-		}
-		if got, _ := Detect(b); got != api {
-			continue
-		}
-		r := sse.NewReader(bytes.NewReader(b), 0)
-		for {
-			p, err := r.Next()
-			if err != nil {
-				break
-			}
-			if p.Kind == sse.PieceEvent && len(p.Event.Data) < 4096 {
-				f.Add(string(p.Event.Type), bytes.Clone(p.Event.Data))
-			}
-		}
-	}
-}
-
-// checkEvent classifies one event and checks what must hold for any input.
-func checkEvent(t *testing.T, api API, typ string, data []byte) {
-	s := NewStream(api)
-	r := s.Event(&sse.Event{Type: []byte(typ), Data: data})
-	if r.Kinds == 0 {
-		t.Fatalf("event %q classified as nothing", data)
-	}
-	if r.Effective != (r.Kinds&(Text|Reasoning|Tool) != 0) || r.Visible != (r.Kinds&Text != 0) || r.Terminal != (r.Kinds&(Done|Error) != 0) {
-		t.Fatalf("inconsistent result %+v", r)
-	}
-	if r.Event != (len(trimSpace(data)) > 0) {
-		t.Fatalf("Event = %v for data %q", r.Event, data)
-	}
-	if r.Event && !json.Valid(trimSpace(data)) && string(trimSpace(data)) != "[DONE]" && r.Kinds != Unknown {
-		t.Fatalf("invalid JSON %q classified as %s", data, r.Kinds)
-	}
-	if r.Kinds&Unknown != 0 && (r.Effective || r.Terminal) {
-		t.Fatalf("unknown event with content: %+v", r)
-	}
-	if r.Visible && s.VisibleText() == "" {
-		t.Fatalf("visible event left no visible text")
-	}
-	c := s.Counts()
-	if total := c.Heartbeat + c.Metadata + c.Reasoning + c.Tool + c.Text + c.Done + c.Error + c.Unknown; total != 1 {
-		t.Fatalf("one event counted %d times: %+v", total, c)
-	}
-	s.Tokens()
-	s.Terminal()
-	DetectData([]byte(typ), data)
-}
-
-func FuzzChat(f *testing.F) {
-	seedEvents(f, OpenAIChat)
-	f.Add("", []byte(`{"choices":[{"delta":{"content":[{"type":"thinking","thinking":[{"type":"text","text":"x"}]}]}}]}`))
-	f.Add("", []byte(`{"choices":[{"delta":{"reasoning_details":[{"type":"reasoning.text","text":"a"}]}}]}`))
-	f.Fuzz(func(t *testing.T, typ string, data []byte) { checkEvent(t, OpenAIChat, typ, data) })
-}
-
-func FuzzResponses(f *testing.F) {
-	seedEvents(f, OpenAIResponses)
-	f.Add("error", []byte(`{"type":"error","code":"x","message":"y"}`))
-	f.Fuzz(func(t *testing.T, typ string, data []byte) { checkEvent(t, OpenAIResponses, typ, data) })
-}
-
-func FuzzAnthropic(f *testing.F) {
-	seedEvents(f, Anthropic)
-	f.Add("error", []byte(`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`))
-	f.Fuzz(func(t *testing.T, typ string, data []byte) { checkEvent(t, Anthropic, typ, data) })
-}
-
-func FuzzGemini(f *testing.F) {
-	seedEvents(f, Gemini)
-	f.Add("", []byte(`{"candidates":[{"content":{"parts":[{"functionCall":{"partialArgs":[{"jsonPath":"$.a","stringValue":"b"}],"willContinue":true}}]}}]}`))
-	f.Fuzz(func(t *testing.T, typ string, data []byte) { checkEvent(t, Gemini, typ, data) })
-}
-
 // seedStreams adds the recorded streams under 8 KiB to f, whole.
 func seedStreams(f *testing.F) {
 	files, _ := filepath.Glob("../../testdata/fixtures/*.sse")
@@ -109,7 +29,7 @@ func FuzzStream(f *testing.F) {
 	seedStreams(f)
 	f.Add([]byte(": ping\n\ndata:\n\ndata: [DONE]\n\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		for _, api := range APIs {
+		for _, api := range APIs() {
 			s := NewStream(api)
 			r := sse.NewReader(bytes.NewReader(in), 512)
 			want := 0
@@ -161,7 +81,7 @@ func FuzzCompact(f *testing.F) {
 			return
 		}
 		in = bytes.Repeat(in, (16<<10)/len(in)+1)
-		for _, api := range APIs {
+		for _, api := range APIs() {
 			compacted, whole := NewStream(api), NewStream(api)
 			r := sse.NewReader(bytes.NewReader(in), 0)
 			for {
@@ -193,12 +113,12 @@ func FuzzParseResponse(f *testing.F) {
 		`{"candidates":[{"content":{"parts":[{"text":"x"}]},"finishReason":"STOP"}]}`,
 		`{"error":{"code":1,"message":"m","status":"S"}}`,
 	} {
-		for i := range APIs {
+		for i := range APIs() {
 			f.Add(uint8(i), []byte(b))
 		}
 	}
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
-		api := APIs[int(which)%len(APIs)]
+		api := APIs()[int(which)%len(APIs())]
 		info, err := ParseResponse(api, body)
 		if err == nil && !json.Valid(body) {
 			t.Fatalf("%s: invalid JSON %q parsed as %+v", api, body, info)

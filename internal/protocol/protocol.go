@@ -15,7 +15,6 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"unicode/utf8"
 
@@ -23,34 +22,6 @@ import (
 	"github.com/ttfx/ttfx/internal/sse"
 	"github.com/ttfx/ttfx/internal/tokens"
 )
-
-// API names a provider wire protocol. The values are the SPEC.md §10 names.
-type API string
-
-// The APIs a Stream can classify.
-const (
-	OpenAIChat      API = "openai.chat"      // chat.completion.chunk streams; also legacy /v1/completions (choices[].text is text)
-	OpenAIResponses API = "openai.responses" // Responses API event streams
-	Anthropic       API = "anthropic"        // Messages API event streams
-	Gemini          API = "gemini"           // streamGenerateContent?alt=sse
-)
-
-// APIs lists every API, in SPEC order.
-var APIs = []API{OpenAIChat, OpenAIResponses, Anthropic, Gemini}
-
-// ParseAPI returns the API named s (one of the SPEC §10 names).
-func ParseAPI(s string) (API, error) {
-	for _, a := range APIs {
-		if string(a) == s {
-			return a, nil
-		}
-	}
-	names := make([]string, len(APIs))
-	for i, a := range APIs {
-		names[i] = string(a)
-	}
-	return "", fmt.Errorf("unknown api %q (want one of %s)", s, strings.Join(names, ", "))
-}
 
 // Kind is a set of the SPEC §2 kinds one event carries (one event can carry
 // several: reasoning and text, tool arguments and a finish reason, text and
@@ -206,7 +177,7 @@ func (u *Usage) merge(v Usage) {
 	}
 }
 
-func (u Usage) any() bool { return u.HasInput || u.HasOutput || u.HasReasoning }
+func (u Usage) Any() bool { return u.HasInput || u.HasOutput || u.HasReasoning }
 
 // MarshalJSON writes {"input","output","reasoning"} with null for a count
 // that was not reported.
@@ -301,14 +272,14 @@ const compactAt = 2 << 10
 // spaces in one piece: about 0.65 µs a byte).
 const maxCounted = 256 << 10
 
-// content is what a stream or a response body carried so far, for token
+// Content is what a stream or a response body carried so far, for token
 // accounting: the usage, which kinds of content appeared, and the visible
 // text, counted as it settles (Compact) or kept whole up to maxVisible.
-type content struct {
+type Content struct {
 	usage        Usage
-	sawText      bool
-	sawReasoning bool
-	sawTool      bool
+	SawText      bool
+	SawReasoning bool
+	SawTool      bool
 	visible      []byte // unescaped visible text not counted yet, at most about maxVisible bytes
 	counted      int    // tokens of the visible text Compact counted and let go
 	uncut        int    // no place in visible before uncut is one tokens.Cut would cut at
@@ -320,7 +291,7 @@ type content struct {
 // text was left out (visible was full, or maxCounted was counted), none
 // after it is kept either: the estimate extrapolates from a beginning
 // without gaps.
-func (c *content) addVisible(raw []byte) {
+func (c *Content) addVisible(raw []byte) {
 	if len(raw) == 0 {
 		return
 	}
@@ -338,7 +309,7 @@ func (c *content) addVisible(raw []byte) {
 // compact counts visible up to the last place where later text cannot
 // change its tokens (tokens.Cut) and drops that part, once more than
 // compactAt is kept.
-func (c *content) compact() {
+func (c *Content) compact() {
 	if len(c.visible) < compactAt {
 		return
 	}
@@ -367,7 +338,7 @@ func (c *content) compact() {
 
 // estimate counts the tokens of the visible text, extrapolating by bytes
 // past what was kept.
-func (c *content) estimate() int {
+func (c *Content) estimate() int {
 	n := c.counted + tokens.CountBytes(c.visible)
 	if c.rawTotal > c.visibleRaw && c.visibleRaw > 0 {
 		n = int(float64(n) * float64(c.rawTotal) / float64(c.visibleRaw))
@@ -378,7 +349,7 @@ func (c *content) estimate() int {
 // estimateFloor is a cheap stand-in for estimate that is below it for
 // ordinary text: o200k_base averages about 4 bytes a token on English and
 // code, and rarely more than 8, so raw bytes / 8 stays under the count.
-func (c *content) estimateFloor() int { return c.rawTotal / 8 }
+func (c *Content) estimateFloor() int { return c.rawTotal / 8 }
 
 // hiddenMargin decides when a usage report that does not break reasoning out
 // cannot be the visible text alone: output > 2 × estimate + 16. The factor
@@ -390,14 +361,14 @@ func hiddenMargin(estimate int) int { return 2*estimate + 16 }
 
 // tokens derives the §3 token counts. seen says whether anything was
 // classified at all (a stream with no event has no counts to give).
-func (c *content) tokens(seen bool) Tokens {
+func (c *Content) tokens(seen bool) Tokens {
 	u := c.usage
 	t := Tokens{
 		Input: u.Input, HasInput: u.HasInput,
 		Output: u.Output, HasOutput: u.HasOutput,
 		Reasoning: u.Reasoning, HasReasoning: u.HasReasoning,
 	}
-	if !seen && !u.any() {
+	if !seen && !u.Any() {
 		return t
 	}
 	t.HasVisible = true
@@ -412,7 +383,7 @@ func (c *content) tokens(seen bool) Tokens {
 	// held to the hidden-reasoning margin when it was not.
 	brokenOut := u.HasReasoning && u.Reasoning > 0
 	switch {
-	case u.HasOutput && !c.sawTool && (brokenOut || !c.sawReasoning):
+	case u.HasOutput && !c.SawTool && (brokenOut || !c.SawReasoning):
 		v := u.Output
 		if brokenOut {
 			v -= u.Reasoning
@@ -426,7 +397,7 @@ func (c *content) tokens(seen bool) Tokens {
 				t.Visible, t.Source = est, SourceEstimate
 			}
 		}
-	case c.sawText:
+	case c.SawText:
 		t.Visible, t.Source = c.estimate(), SourceEstimate
 	default:
 		t.Source = SourceEstimate
@@ -439,61 +410,61 @@ func (c *content) tokens(seen bool) Tokens {
 	// within the hidden-reasoning margin), "estimate" otherwise (no usage,
 	// or one that lumps tool or reasoning content in). visible_output_tps
 	// is absent for such a stream anyway: it has no first visible text.
-	if !c.sawText {
+	if !c.SawText {
 		t.Visible = 0
 	}
 	return t
 }
 
-// event is what one event carries, collected while its JSON is walked and
+// Event is what one event carries, collected while its JSON is walked and
 // applied to the Stream only when the whole event parsed.
-type event struct {
-	kinds     Kind
+type Event struct {
+	Kinds     Kind
 	usage     Usage
-	finish    []byte // finish/stop reason, raw (escapes in place); valid while the event's data is
+	Finish    []byte // finish/stop reason, raw (escapes in place); valid while the event's data is
 	finishIdx int    // the index of the chat choice finish belongs to (0 in the other APIs)
-	errCode   []byte // error type or code, raw
-	usageOnly bool
+	ErrCode   []byte // error type or code, raw
+	UsageOnly bool
 	// end is set for a marker that ends the whole stream whatever its
 	// choices did (`[DONE]`); a chat finish_reason ends only its choice.
-	end bool
+	End bool
 	// seen and finished are the chat choice indexes the event carried and
 	// the ones among them that gave a finish_reason.
-	seen, finished choiceSet
+	Seen, Finished ChoiceSet
 }
 
-// setFinish records the finish reason of choice idx. Of several choices the
+// SetFinish records the finish reason of choice idx. Of several choices the
 // lowest index wins (choice 0, the one a client with n = 1 reads); a later
 // finish of the same choice replaces an earlier one.
-func (e *event) setFinish(idx int, r []byte) {
-	if e.finish == nil || idx <= e.finishIdx {
-		e.finish, e.finishIdx = r, idx
+func (e *Event) SetFinish(idx int, r []byte) {
+	if e.Finish == nil || idx <= e.finishIdx {
+		e.Finish, e.finishIdx = r, idx
 	}
 }
 
-// choiceSet is a set of chat choice indexes 0–127 (OpenAI's n is at most
+// ChoiceSet is a set of chat choice indexes 0–127 (OpenAI's n is at most
 // 128); a larger index counts as 127, so a stream of more choices than that
 // may be taken for finished once choice 127 and above all gave one finish.
-type choiceSet [2]uint64
+type ChoiceSet [2]uint64
 
-func (s *choiceSet) add(i int) {
+func (s *ChoiceSet) Add(i int) {
 	i = min(max(i, 0), 127)
 	s[i>>6] |= 1 << (i & 63)
 }
 
-func (s *choiceSet) union(t choiceSet) { s[0], s[1] = s[0]|t[0], s[1]|t[1] }
+func (s *ChoiceSet) union(t ChoiceSet) { s[0], s[1] = s[0]|t[0], s[1]|t[1] }
 
-func (s choiceSet) empty() bool { return s[0]|s[1] == 0 }
+func (s ChoiceSet) empty() bool { return s[0]|s[1] == 0 }
 
 // within reports whether every index of s is in t.
-func (s choiceSet) within(t choiceSet) bool { return s[0]&^t[0] == 0 && s[1]&^t[1] == 0 }
+func (s ChoiceSet) within(t ChoiceSet) bool { return s[0]&^t[0] == 0 && s[1]&^t[1] == 0 }
 
-// report records a usage report of the event; a second one in the same
+// Report records a usage report of the event; a second one in the same
 // event (a repeated key) replaces the first, as encoding/json would.
-func (e *event) report(u Usage) {
-	if u.any() {
+func (e *Event) Report(u Usage) {
+	if u.Any() {
 		e.usage = u
-		e.kinds |= Metadata
+		e.Kinds |= Metadata
 	}
 }
 
@@ -501,14 +472,16 @@ func (e *event) report(u Usage) {
 // concurrent use; one Stream per stream.
 type Stream struct {
 	api     API
-	c       content
+	cl      *Classifier // nil for an API no unit registered: every event is Unknown
+	ev      Event       // the event being classified (see Event)
+	c       Content
 	counts  Counts
 	events  int // dispatched events with data
 	sawDone bool
 	sawErr  bool
 	// The chat choices seen and those that finished: a chat stream is done
 	// when every choice it showed gave a finish_reason (or at [DONE]).
-	choices, finished choiceSet
+	choices, finished ChoiceSet
 	finish            string
 	finishIdx         int // the choice finish belongs to (see event.setFinish)
 	errCode           string
@@ -518,7 +491,8 @@ type Stream struct {
 }
 
 // NewStream returns a Stream for a stream of api.
-func NewStream(api API) *Stream { return &Stream{api: api} }
+// An API no unit registered classifies every event with data as Unknown.
+func NewStream(api API) *Stream { return &Stream{api: api, cl: classifiers[api]} }
 
 // API returns the stream's API.
 func (s *Stream) API() API { return s.api }
@@ -567,7 +541,7 @@ func commentLines(raw []byte) int {
 // only white space (a lone `data:` line) is a heartbeat, not a t3 event.
 // `data: [DONE]` is done in every API (§2), not only in chat streams.
 func (s *Stream) Event(ev *sse.Event) Result {
-	data := trimSpace(ev.Data)
+	data := TrimSpace(ev.Data)
 	if len(data) == 0 {
 		s.counts.Heartbeat++
 		return Result{Kinds: Heartbeat}
@@ -580,22 +554,21 @@ func (s *Stream) Event(ev *sse.Event) Result {
 		s.c.compact()
 	}
 	mark := s.c
-	var e event
+	// The event is collected in the Stream, not on the stack: the
+	// classifier is called through a function value, which escape
+	// analysis cannot see through, so a local would move to the heap on
+	// every event.
+	e := &s.ev
+	*e = Event{}
 	ok := false
 	switch {
 	case string(data) == "[DONE]":
 		// OpenAI's end marker. Compatible proxies add it to the other
 		// APIs' streams too (after a Responses, Messages or Gemini
 		// stream); wherever it comes it says the stream ended.
-		e.kinds, e.end, ok = Done, true, true
-	case s.api == OpenAIChat:
-		ok = chatEvent(&s.c, &e, data)
-	case s.api == OpenAIResponses:
-		ok = responsesEvent(&s.c, &e, ev.Type, data)
-	case s.api == Anthropic:
-		ok = anthropicEvent(&s.c, &e, ev.Type, data)
-	case s.api == Gemini:
-		ok = geminiEvent(&s.c, &e, data)
+		e.Kinds, e.End, ok = Done, true, true
+	case s.cl != nil:
+		ok = s.cl.Event(&s.c, e, ev.Type, data)
 	}
 	if !ok {
 		// Nothing of a malformed event counts: restore the visible text
@@ -603,44 +576,44 @@ func (s *Stream) Event(ev *sse.Event) Result {
 		vis := s.c.visible[:len(mark.visible)]
 		s.c = mark
 		s.c.visible = vis
-		e = event{kinds: Unknown}
+		*e = Event{Kinds: Unknown}
 	}
-	if e.kinds == 0 {
-		e.kinds = Metadata
+	if e.Kinds == 0 {
+		e.Kinds = Metadata
 	}
 	r := Result{
-		Kinds:     e.kinds,
+		Kinds:     e.Kinds,
 		Event:     true,
-		Effective: e.kinds&(Text|Reasoning|Tool) != 0,
-		Visible:   e.kinds&Text != 0,
-		UsageOnly: e.usageOnly,
-		Terminal:  e.kinds&(Done|Error) != 0,
+		Effective: e.Kinds&(Text|Reasoning|Tool) != 0,
+		Visible:   e.Kinds&Text != 0,
+		UsageOnly: e.UsageOnly,
+		Terminal:  e.Kinds&(Done|Error) != 0,
 	}
-	s.counts.add(e.kinds, 1)
-	s.c.sawText = s.c.sawText || e.kinds&Text != 0
-	s.c.sawReasoning = s.c.sawReasoning || e.kinds&Reasoning != 0
-	s.c.sawTool = s.c.sawTool || e.kinds&Tool != 0
-	// A chat finish_reason finishes its choice, not the stream (n > 1);
-	// every other API's done, and [DONE], ends the stream.
-	s.sawDone = s.sawDone || e.end || (s.api != OpenAIChat && e.kinds&Done != 0)
-	s.choices.union(e.seen)
-	s.finished.union(e.finished)
-	s.sawErr = s.sawErr || e.kinds&Error != 0
-	if e.usage.any() {
-		if s.api == Anthropic {
-			s.c.usage.merge(e.usage) // one report in two events, see merge
+	s.counts.add(e.Kinds, 1)
+	s.c.SawText = s.c.SawText || e.Kinds&Text != 0
+	s.c.SawReasoning = s.c.SawReasoning || e.Kinds&Reasoning != 0
+	s.c.SawTool = s.c.SawTool || e.Kinds&Tool != 0
+	// A finish that ends only its choice (Classifier.PerChoice) does not
+	// end the stream (n > 1); every other API's done, and [DONE], does.
+	s.sawDone = s.sawDone || e.End || (!s.perChoice() && e.Kinds&Done != 0)
+	s.choices.union(e.Seen)
+	s.finished.union(e.Finished)
+	s.sawErr = s.sawErr || e.Kinds&Error != 0
+	if e.usage.Any() {
+		if s.cl.SplitUsage {
+			s.c.usage.merge(e.usage) // one report in several events, see merge
 		} else {
 			s.c.usage = e.usage // the last complete report wins
 		}
 	}
-	if len(e.finish) > 0 && (s.finish == "" || e.finishIdx <= s.finishIdx) {
-		if f := unescape(s.scratch[:0], e.finish); s.finish != string(f) {
+	if len(e.Finish) > 0 && (s.finish == "" || e.finishIdx <= s.finishIdx) {
+		if f := unescape(s.scratch[:0], e.Finish); s.finish != string(f) {
 			s.finish = intern(f)
 		}
 		s.finishIdx = e.finishIdx
 	}
-	if len(e.errCode) > 0 {
-		if c := unescape(s.scratch[:0], e.errCode); s.errCode != string(c) {
+	if len(e.ErrCode) > 0 {
+		if c := unescape(s.scratch[:0], e.ErrCode); s.errCode != string(c) {
 			s.errCode = string(c)
 		}
 	}
@@ -716,7 +689,8 @@ func (s *Stream) VisibleText() string { return string(s.c.visible) }
 // bytes so far, not between an event's arrival and its write.
 func (s *Stream) Compact() { s.c.compact() }
 
-func trimSpace(b []byte) []byte {
+// TrimSpace trims ASCII white space (what JSON and SSE allow) from both ends of b.
+func TrimSpace(b []byte) []byte {
 	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\n' || b[0] == '\r') {
 		b = b[1:]
 	}

@@ -1,10 +1,6 @@
 package protocol
 
-import (
-	"fmt"
-
-	"github.com/ttfx/ttfx/internal/jsonscan"
-)
+import "fmt"
 
 // ResponseInfo is what a complete, non-streaming response body carried.
 type ResponseInfo struct {
@@ -31,125 +27,36 @@ type ResponseInfo struct {
 	Tokens Tokens
 }
 
-// ParseResponse reads a complete JSON response body of api: chat.completion,
-// text_completion or an embeddings list (openai.chat), a Responses response
-// object, an Anthropic message, a Gemini GenerateContentResponse — or the
-// API's error body. It fails only for a body that is not a JSON object of
-// that API.
+// ParseResponse reads a complete JSON response body of api (whatever its
+// classifier's Response hook reads: a chat.completion, a message, …) or the
+// API's error body. It fails for an API no unit registered a reader for,
+// and for a body that is not a JSON object of that API.
 func ParseResponse(api API, body []byte) (ResponseInfo, error) {
-	var c content
-	var e event
-	ok := false
-	switch api {
-	case OpenAIChat:
-		ok = chatEvent(&c, &e, trimSpace(body))
-	case OpenAIResponses:
-		d := jsonscan.New(body)
-		valid, shaped := responseObject(&d, &c, &e, true)
-		ok = valid && d.End()
-		if !shaped {
-			// `{}`, a chat.completion, anything without the response
-			// object's shape: not a Responses body.
-			e.kinds |= Unknown
-		}
-	case Anthropic:
-		ok = anthropicMessage(&c, &e, body)
-	case Gemini:
-		ok = geminiEvent(&c, &e, body)
-	default:
+	cl := classifiers[api]
+	if cl == nil || cl.Response == nil {
 		return ResponseInfo{}, fmt.Errorf("parse response: unknown api %q", api)
 	}
+	var c Content
+	var e Event
+	ok := cl.Response(&c, &e, body)
 	if !ok {
 		return ResponseInfo{}, fmt.Errorf("parse %s response: not valid JSON (%d bytes)", api, len(body))
 	}
-	if e.kinds&Unknown != 0 {
+	if e.Kinds&Unknown != 0 {
 		return ResponseInfo{}, fmt.Errorf("parse %s response: not a %s response body", api, api)
 	}
 	c.usage.merge(e.usage)
-	c.sawText = e.kinds&Text != 0
-	c.sawReasoning = e.kinds&Reasoning != 0
-	c.sawTool = e.kinds&Tool != 0
+	c.SawText = e.Kinds&Text != 0
+	c.SawReasoning = e.Kinds&Reasoning != 0
+	c.SawTool = e.Kinds&Tool != 0
 	return ResponseInfo{
-		Kinds:        e.kinds,
-		Text:         e.kinds&Text != 0,
-		Effective:    e.kinds&(Text|Reasoning|Tool) != 0,
+		Kinds:        e.Kinds,
+		Text:         e.Kinds&Text != 0,
+		Effective:    e.Kinds&(Text|Reasoning|Tool) != 0,
 		Usage:        c.usage,
-		FinishReason: string(unescape(nil, e.finish)),
-		Error:        e.kinds&Error != 0,
-		ErrorCode:    string(unescape(nil, e.errCode)),
+		FinishReason: string(unescape(nil, e.Finish)),
+		Error:        e.Kinds&Error != 0,
+		ErrorCode:    string(unescape(nil, e.ErrCode)),
 		Tokens:       c.tokens(true),
 	}, nil
-}
-
-// anthropicMessage reads a non-streaming Messages body ({"type":"message",
-// "content":[blocks], "stop_reason", "usage"}) or an error body
-// ({"type":"error","error":{…}}).
-func anthropicMessage(c *content, e *event, body []byte) bool {
-	d := jsonscan.New(body)
-	if d.Peek() != jsonscan.Object {
-		return false
-	}
-	t := antUnknown
-	var errType, stop []byte
-	d.Object()
-	for {
-		k, ok := d.Key()
-		if !ok {
-			break
-		}
-		switch string(k) {
-		case "type":
-			if d.Peek() == jsonscan.String {
-				v, _ := d.Ident()
-				t = antTypeOf(v)
-			} else {
-				d.Skip()
-			}
-		case "content":
-			if d.Peek() != jsonscan.Array {
-				d.Skip()
-				continue
-			}
-			d.Array()
-			for d.Elem() {
-				anthropicBlock(&d, c, e)
-			}
-		case "stop_reason":
-			stop = rawStr(&d) // the last one counts
-		case "usage":
-			e.report(anthropicUsage(&d))
-		case "error":
-			if code, isErr := errorValue(&d); isErr {
-				e.kinds |= Error
-				e.errCode = code
-			}
-		case "error_type":
-			errType = rawStr(&d)
-		default:
-			d.Skip()
-		}
-	}
-	if !d.End() {
-		return false
-	}
-	if e.kinds&Error != 0 && e.errCode == nil {
-		e.errCode = stringErrorCode(errType)
-	}
-	if len(stop) > 0 {
-		e.kinds |= Done
-		e.finish = stop
-	}
-	switch t {
-	case antMessage:
-	case antError:
-		if e.kinds&Error == 0 {
-			e.kinds |= Error
-			e.errCode = errorWord
-		}
-	default:
-		if e.kinds == 0 {
-			e.kinds |= Unknown
-		}
-	}
-	return true
 }

@@ -6,14 +6,17 @@ import (
 	"testing"
 
 	"github.com/ttfx/ttfx/internal/protocol"
+	"github.com/ttfx/ttfx/internal/provider/anthropic"
+	"github.com/ttfx/ttfx/internal/provider/gemini"
+	"github.com/ttfx/ttfx/internal/provider/openai"
 	"github.com/ttfx/ttfx/internal/record"
 )
 
 var completeBodies = map[protocol.API]string{
-	protocol.OpenAIChat:      `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`,
-	protocol.OpenAIResponses: `{"id":"r","object":"response","status":"completed","output":[{"type":"message","content":[{"type":"output_text","text":"Hello there"}]}],"usage":{"input_tokens":3,"output_tokens":2}}`,
-	protocol.Anthropic:       `{"id":"m","type":"message","role":"assistant","content":[{"type":"text","text":"Hello there"}],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":2}}`,
-	protocol.Gemini:          `{"candidates":[{"content":{"parts":[{"text":"Hello there"}],"role":"model"},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":2}}`,
+	openai.Chat:      `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`,
+	openai.Responses: `{"id":"r","object":"response","status":"completed","output":[{"type":"message","content":[{"type":"output_text","text":"Hello there"}]}],"usage":{"input_tokens":3,"output_tokens":2}}`,
+	anthropic.API:    `{"id":"m","type":"message","role":"assistant","content":[{"type":"text","text":"Hello there"}],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":2}}`,
+	gemini.API:       `{"candidates":[{"content":{"parts":[{"text":"Hello there"}],"role":"model"},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":2}}`,
 }
 
 // TestBodyOutcome: a body cut anywhere is truncated, garbage or the wrong
@@ -35,11 +38,11 @@ func TestBodyOutcome(t *testing.T) {
 			}
 		}
 	}
-	array := `[` + completeBodies[protocol.Gemini] + `,` + completeBodies[protocol.Gemini] + `]`
-	if st, _ := bodyOutcome(protocol.Gemini, []byte(array), true); st != "" {
+	array := `[` + completeBodies[gemini.API] + `,` + completeBodies[gemini.API] + `]`
+	if st, _ := bodyOutcome(gemini.API, []byte(array), true); st != "" {
 		t.Errorf("a complete Gemini JSON array: %q", st)
 	}
-	if st, _ := bodyOutcome(protocol.Gemini, []byte(array[:len(array)-10]), true); st != record.StatusTruncated {
+	if st, _ := bodyOutcome(gemini.API, []byte(array[:len(array)-10]), true); st != record.StatusTruncated {
 		t.Errorf("a cut Gemini JSON array: %q", st)
 	}
 }
@@ -54,7 +57,7 @@ func FuzzBodyOutcome(f *testing.F) {
 	}
 	f.Add([]byte(`[{"candidates":[]}`), uint8(3), true)
 	f.Add([]byte("\xff{"), uint8(2), false)
-	apis := []protocol.API{protocol.OpenAIChat, protocol.OpenAIResponses, protocol.Anthropic, protocol.Gemini}
+	apis := []protocol.API{openai.Chat, openai.Responses, anthropic.API, gemini.API}
 	f.Fuzz(func(t *testing.T, body []byte, which uint8, streamed bool) {
 		api := apis[int(which)%len(apis)]
 		st, msg := bodyOutcome(api, body, streamed)

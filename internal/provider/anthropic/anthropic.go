@@ -14,14 +14,22 @@ import (
 // Family is the protocol family of the Messages API and the name of its kind.
 const Family = "anthropic"
 
+// API is the Messages API's name (the record's api) and its classifier's.
+const API protocol.API = "anthropic"
+
 // Version is the anthropic-version the gateway sends when the client sent none.
 const Version = "2023-06-01"
 
 func init() {
+	// Messages streams split one usage report: input in message_start,
+	// output in message_delta.
+	protocol.Register(API, &protocol.Classifier{
+		Event: anthropicEvent, Response: anthropicMessage, SplitUsage: true, Detect: detect,
+	})
 	wire.RegisterAPI(&wire.API{
-		Name: "anthropic", Family: Family,
+		Name: string(API), Family: Family,
 		Endpoints: []wire.Endpoint{{Pattern: "POST /v1/messages", HasBody: true}},
-		Stream:    protocol.Anthropic, Response: protocol.Anthropic,
+		Stream:    API, Response: API,
 		KeyHeader: "x-api-key: KEY",
 		// Its clients always send anthropic-version (its GET /v1/models
 		// shares OpenAI's path and is told apart by it).

@@ -16,9 +16,19 @@ import (
 // Family is the protocol family of the Gemini API and the name of its kind.
 const Family = "gemini"
 
+// API is the Gemini API's name (the record's api) and its classifier's.
+const API protocol.API = "gemini"
+
 func init() {
+	// A non-streaming response is one GenerateContentResponse, as each
+	// event of a stream is.
+	protocol.Register(API, &protocol.Classifier{
+		Event:    func(c *protocol.Content, e *protocol.Event, _, data []byte) bool { return geminiEvent(c, e, data) },
+		Response: geminiEvent,
+		Detect:   detect,
+	})
 	wire.RegisterAPI(&wire.API{
-		Name: "gemini", Family: Family,
+		Name: string(API), Family: Family,
 		// Gemini puts the model and the method in one path segment
 		// ("gemini-2.5-flash:streamGenerateContent"), which a ServeMux
 		// wildcard cannot split; target does.
@@ -28,7 +38,7 @@ func init() {
 			{Pattern: "POST /v1beta/models/{target}", HasBody: true, Target: target},
 			{Pattern: "POST /v1/models/{target}", HasBody: true, Target: target},
 		},
-		Stream: protocol.Gemini, Response: protocol.Gemini,
+		Stream: API, Response: API,
 		// Google's SDKs may send the key as ?key= (and Google documents it).
 		KeyInURL:  true,
 		KeyHeader: "x-goog-api-key: KEY",

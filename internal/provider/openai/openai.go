@@ -14,11 +14,32 @@ import (
 // Family is the protocol family of OpenAI's APIs and the name of its kind.
 const Family = "openai"
 
+// The classifiers' names: the record's api of chat/completions and of
+// Responses.
+const (
+	Chat      protocol.API = "openai.chat"
+	Responses protocol.API = "openai.responses"
+)
+
 func init() {
+	// A chat finish_reason ends its choice, not the stream (n > 1). A
+	// non-streaming body (chat.completion, text_completion, an embeddings
+	// list) reads as one chunk.
+	protocol.Register(Chat, &protocol.Classifier{
+		Event: func(c *protocol.Content, e *protocol.Event, _, data []byte) bool { return chatEvent(c, e, data) },
+		Response: func(c *protocol.Content, e *protocol.Event, body []byte) bool {
+			return chatEvent(c, e, protocol.TrimSpace(body))
+		},
+		PerChoice: true,
+		Detect:    detectChat,
+	})
+	protocol.Register(Responses, &protocol.Classifier{
+		Event: responsesEvent, Response: responsesBody, Detect: detectResponses,
+	})
 	chat := &wire.API{
-		Name: "openai.chat", Family: Family,
+		Name: string(Chat), Family: Family,
 		Endpoints: []wire.Endpoint{{Pattern: "POST /v1/chat/completions", HasBody: true}},
-		Stream:    protocol.OpenAIChat, Response: protocol.OpenAIChat,
+		Stream:    Chat, Response: Chat,
 		UsageOption: true, Default: true,
 		GenAIOperation: "chat", GenAIProvider: "openai",
 	}
@@ -27,21 +48,21 @@ func init() {
 		Endpoints: []wire.Endpoint{{Pattern: "POST /v1/completions", HasBody: true}},
 		// Legacy completions stream chat.completion-like chunks whose
 		// choices[].text is the text: the chat classifier reads them.
-		Stream: protocol.OpenAIChat, Response: protocol.OpenAIChat,
+		Stream: Chat, Response: Chat,
 		UsageOption:    true,
 		GenAIOperation: "text_completion", GenAIProvider: "openai",
 	}
 	responses := &wire.API{
-		Name: "openai.responses", Family: Family,
+		Name: string(Responses), Family: Family,
 		Endpoints: []wire.Endpoint{{Pattern: "POST /v1/responses", HasBody: true}},
-		Stream:    protocol.OpenAIResponses, Response: protocol.OpenAIResponses,
+		Stream:    Responses, Response: Responses,
 		GenAIOperation: "chat", GenAIProvider: "openai",
 	}
 	embeddings := &wire.API{
 		Name: "openai.embeddings", Family: Family,
 		Endpoints: []wire.Endpoint{{Pattern: "POST /v1/embeddings", HasBody: true}},
 		// An embeddings response has a chat-shaped usage member.
-		Response:       protocol.OpenAIChat,
+		Response:       Chat,
 		GenAIOperation: "embeddings", GenAIProvider: "openai",
 	}
 	models := &wire.API{

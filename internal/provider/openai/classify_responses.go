@@ -1,9 +1,10 @@
-package protocol
+package openai
 
 import (
 	"bytes"
 
 	"github.com/ttfx/ttfx/internal/jsonscan"
+	"github.com/ttfx/ttfx/internal/protocol"
 )
 
 // OpenAI Responses streams name every event by its "type" (repeated in the
@@ -99,10 +100,10 @@ func respTypeOf(t []byte) respType {
 	return respUnknown
 }
 
-func responsesEvent(c *content, e *event, sseType, data []byte) bool {
+func responsesEvent(c *protocol.Content, e *protocol.Event, sseType, data []byte) bool {
 	d := jsonscan.New(data)
 	if d.Peek() != jsonscan.Object {
-		return d.Skip() && d.End() && unknown(e)
+		return d.Skip() && d.End() && protocol.MarkUnknown(e)
 	}
 	t := respUnknown
 	hasType := false
@@ -125,23 +126,23 @@ func responsesEvent(c *content, e *event, sseType, data []byte) bool {
 				d.Skip()
 			}
 		case "delta":
-			delta = rawStr(&d)
+			delta = protocol.RawStr(&d)
 		case "text":
-			text = rawStr(&d)
+			text = protocol.RawStr(&d)
 		case "refusal":
-			refusal = rawStr(&d)
+			refusal = protocol.RawStr(&d)
 		case "arguments":
-			args = rawStr(&d)
+			args = protocol.RawStr(&d)
 		case "input":
-			input = rawStr(&d)
+			input = protocol.RawStr(&d)
 		case "response":
-			resp = object(&d)
+			resp = protocol.RawObject(&d)
 		case "error":
-			errCode, hasErr = errorValue(&d)
+			errCode, hasErr = protocol.ErrorValue(&d)
 		case "error_type":
-			errType = rawStr(&d)
+			errType = protocol.RawStr(&d)
 		case "code":
-			code = rawStr(&d)
+			code = protocol.RawStr(&d)
 		default:
 			d.Skip()
 		}
@@ -157,27 +158,27 @@ func responsesEvent(c *content, e *event, sseType, data []byte) bool {
 	}
 	switch t {
 	case respText:
-		addContent(c, e, delta, Text)
+		protocol.AddContent(c, e, delta, protocol.Text)
 	case respReasoning:
-		addContent(c, e, delta, Reasoning)
+		protocol.AddContent(c, e, delta, protocol.Reasoning)
 	case respTool:
-		addContent(c, e, delta, Tool)
+		protocol.AddContent(c, e, delta, protocol.Tool)
 	case respTextDone, respRefusalDone:
-		if !c.sawText {
+		if !c.SawText {
 			if t == respRefusalDone {
 				text = refusal
 			}
-			addContent(c, e, text, Text)
+			protocol.AddContent(c, e, text, protocol.Text)
 		}
 	case respToolDone, respInputDone, respCodeDone:
-		if !c.sawTool {
+		if !c.SawTool {
 			switch t {
 			case respInputDone:
 				args = input
 			case respCodeDone:
 				args = code
 			}
-			addContent(c, e, args, Tool)
+			protocol.AddContent(c, e, args, protocol.Tool)
 		}
 	case respCompleted, respIncomplete, respFailed:
 		if resp != nil {
@@ -186,29 +187,29 @@ func responsesEvent(c *content, e *event, sseType, data []byte) bool {
 		}
 		switch t {
 		case respFailed:
-			e.kinds |= Error
-			if e.errCode == nil {
-				e.errCode = errorWord
+			e.Kinds |= protocol.Error
+			if e.ErrCode == nil {
+				e.ErrCode = protocol.ErrorWord
 			}
 		default:
-			e.kinds |= Done
+			e.Kinds |= protocol.Done
 		}
 	case respError:
-		e.kinds |= Error
+		e.Kinds |= protocol.Error
 		switch {
 		case len(code) > 0:
-			e.errCode = code
+			e.ErrCode = code
 		case errCode != nil:
-			e.errCode = errCode
+			e.ErrCode = errCode
 		default:
-			e.errCode = stringErrorCode(errType)
+			e.ErrCode = protocol.StringErrorCode(errType)
 		}
 	case respKeepalive:
-		e.kinds |= Heartbeat
+		e.Kinds |= protocol.Heartbeat
 	case respMeta:
-		e.kinds |= Metadata
+		e.Kinds |= protocol.Metadata
 	default:
-		return unknown(e)
+		return protocol.MarkUnknown(e)
 	}
 	return true
 }
@@ -221,7 +222,7 @@ func responsesEvent(c *content, e *event, sseType, data []byte) bool {
 // object had the shape of a response (object "response", an output array)
 // or of an error body (an error): ParseResponse takes nothing else for a
 // Responses body.
-func responseObject(d *jsonscan.Decoder, c *content, e *event, output bool) (valid, shaped bool) {
+func responseObject(d *jsonscan.Decoder, c *protocol.Content, e *protocol.Event, output bool) (valid, shaped bool) {
 	if d.Peek() != jsonscan.Object {
 		return false, false
 	}
@@ -235,11 +236,11 @@ func responseObject(d *jsonscan.Decoder, c *content, e *event, output bool) (val
 		}
 		switch string(k) {
 		case "usage":
-			e.report(openAIUsage(d))
+			e.Report(OpenAIUsage(d))
 		case "status":
-			status = rawStr(d)
+			status = protocol.RawStr(d)
 		case "incomplete_details":
-			if raw := object(d); raw != nil {
+			if raw := protocol.RawObject(d); raw != nil {
 				id := jsonscan.New(raw)
 				id.Object()
 				for {
@@ -248,23 +249,23 @@ func responseObject(d *jsonscan.Decoder, c *content, e *event, output bool) (val
 						break
 					}
 					if string(k) == "reason" {
-						reason = rawStr(&id)
+						reason = protocol.RawStr(&id)
 					} else {
 						id.Skip()
 					}
 				}
 			}
 		case "error":
-			if code, isErr := errorValue(d); isErr {
-				e.kinds |= Error
-				e.errCode = code
+			if code, isErr := protocol.ErrorValue(d); isErr {
+				e.Kinds |= protocol.Error
+				e.ErrCode = code
 				stringErr = code == nil
 				shaped = true
 			}
 		case "error_type":
-			errType = rawStr(d)
+			errType = protocol.RawStr(d)
 		case "object":
-			if string(rawStr(d)) == "response" {
+			if string(protocol.RawStr(d)) == "response" {
 				shaped = true
 			}
 		case "output":
@@ -285,22 +286,22 @@ func responseObject(d *jsonscan.Decoder, c *content, e *event, output bool) (val
 			d.Skip()
 		}
 	}
-	if stringErr && e.errCode == nil {
-		e.errCode = stringErrorCode(errType)
+	if stringErr && e.ErrCode == nil {
+		e.ErrCode = protocol.StringErrorCode(errType)
 	}
 	switch {
 	case len(reason) > 0:
-		e.finish = reason
+		e.Finish = reason
 	case len(status) > 0:
-		e.finish = status
+		e.Finish = status
 	}
 	switch string(status) {
 	case "completed", "incomplete":
-		e.kinds |= Done
+		e.Kinds |= protocol.Done
 	case "failed", "cancelled":
-		e.kinds |= Error
-		if e.errCode == nil {
-			e.errCode = status
+		e.Kinds |= protocol.Error
+		if e.ErrCode == nil {
+			e.ErrCode = status
 		}
 	}
 	return !d.Failed(), shaped
@@ -318,7 +319,7 @@ const (
 )
 
 // responsesItem consumes one output item of a non-streaming response.
-func responsesItem(d *jsonscan.Decoder, c *content, e *event) {
+func responsesItem(d *jsonscan.Decoder, c *protocol.Content, e *protocol.Event) {
 	if d.Peek() != jsonscan.Object {
 		d.Skip()
 		return
@@ -357,7 +358,7 @@ func responsesItem(d *jsonscan.Decoder, c *content, e *event) {
 		case "arguments", "input", "code":
 			// Only the one that belongs to the item's type is read below;
 			// an item has one of them.
-			if raw := rawStr(d); raw != nil {
+			if raw := protocol.RawStr(d); raw != nil {
 				args = raw
 			}
 		default:
@@ -367,18 +368,18 @@ func responsesItem(d *jsonscan.Decoder, c *content, e *event) {
 	switch typ {
 	case itemMessage:
 		// output_text parts carry "text", refusal parts "refusal".
-		partTexts(parts, c, e, Text, "text", "refusal")
+		partTexts(parts, c, e, protocol.Text, "text", "refusal")
 	case itemReasoning:
-		partTexts(summary, c, e, Reasoning, "text", "")
-		partTexts(parts, c, e, Reasoning, "text", "")
+		partTexts(summary, c, e, protocol.Reasoning, "text", "")
+		partTexts(parts, c, e, protocol.Reasoning, "text", "")
 	case itemFunctionCall, itemCustomCall, itemCodeCall:
-		addContent(c, e, args, Tool)
+		protocol.AddContent(c, e, args, protocol.Tool)
 	}
 }
 
 // partTexts reads an array of content parts and treats the string members
 // named f1 or f2 as content of kind k.
-func partTexts(raw []byte, c *content, e *event, k Kind, f1, f2 string) {
+func partTexts(raw []byte, c *protocol.Content, e *protocol.Event, k protocol.Kind, f1, f2 string) {
 	if raw == nil {
 		return
 	}
@@ -399,10 +400,41 @@ func partTexts(raw []byte, c *content, e *event, k Kind, f1, f2 string) {
 				break
 			}
 			if s := string(key); s == f1 || (f2 != "" && s == f2) {
-				str(&d, c, e, k)
+				protocol.Str(&d, c, e, k)
 			} else {
 				d.Skip()
 			}
 		}
 	}
+}
+
+// responsesBody reads a non-streaming Responses body: a response object.
+func responsesBody(c *protocol.Content, e *protocol.Event, body []byte) bool {
+	d := jsonscan.New(body)
+	valid, shaped := responseObject(&d, c, e, true)
+	if !shaped {
+		// `{}`, a chat.completion, anything without the response
+		// object's shape: not a Responses body.
+		e.Kinds |= protocol.Unknown
+	}
+	return valid && d.End()
+}
+
+// detectResponses scores an event for protocol.DetectData: 9 for a name
+// that starts with "response." (or is "keepalive"), and for an "error"
+// event with a sequence_number (every Responses event has one, no
+// Anthropic event does); 7 for an "error" event with the code or message
+// at the top.
+func detectResponses(s *protocol.Shape) int {
+	switch {
+	case bytes.HasPrefix(s.Name, []byte("response.")), string(s.Name) == "keepalive":
+		return 9
+	case string(s.Name) != "error":
+		return 0
+	case s.Has("sequence_number"):
+		return 9
+	case s.Has("code") || s.Has("message"):
+		return 7
+	}
+	return 0
 }

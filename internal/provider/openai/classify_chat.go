@@ -1,6 +1,9 @@
-package protocol
+package openai
 
-import "github.com/ttfx/ttfx/internal/jsonscan"
+import (
+	"github.com/ttfx/ttfx/internal/jsonscan"
+	"github.com/ttfx/ttfx/internal/protocol"
+)
 
 // OpenAI chat/completions streams (and every OpenAI-compatible provider:
 // Azure, DeepSeek, Groq, Mistral, OpenRouter, Ollama, llama.cpp, vLLM) send
@@ -33,15 +36,15 @@ import "github.com/ttfx/ttfx/internal/jsonscan"
 // has the delta's fields), text_completion, and the usage of embeddings.
 //
 // `data: [DONE]` is handled by Stream.Event for every API.
-func chatEvent(c *content, e *event, data []byte) bool {
+func chatEvent(c *protocol.Content, e *protocol.Event, data []byte) bool {
 	d := jsonscan.New(data)
 	if d.Peek() != jsonscan.Object {
-		return d.Skip() && d.End() && unknown(e)
+		return d.Skip() && d.End() && protocol.MarkUnknown(e)
 	}
 	d.Object()
 	known := false
 	choices := -1 // absent
-	var usage, groq, inChoice Usage
+	var usage, groq, inChoice protocol.Usage
 	var topType, errType []byte
 	objectErr, stringErr := false, false
 	for {
@@ -64,24 +67,24 @@ func chatEvent(c *content, e *event, data []byte) bool {
 			}
 		case "usage":
 			known = true
-			usage = openAIUsage(&d)
+			usage = OpenAIUsage(&d)
 		case "x_groq":
 			groq = groqUsage(&d)
 		case "error":
-			if code, isErr := errorValue(&d); isErr {
-				e.kinds |= Error
-				e.errCode = code
+			if code, isErr := protocol.ErrorValue(&d); isErr {
+				e.Kinds |= protocol.Error
+				e.ErrCode = code
 				stringErr = code == nil
 			}
 		case "error_type":
-			errType = rawStr(&d)
+			errType = protocol.RawStr(&d)
 		case "object":
 			known = true
-			if v := rawStr(&d); string(v) == "error" {
+			if v := protocol.RawStr(&d); string(v) == "error" {
 				objectErr = true
 			}
 		case "type":
-			topType = rawStr(&d)
+			topType = protocol.RawStr(&d)
 		case "id", "model", "created", "system_fingerprint", "prompt_filter_results", "service_tier", "data":
 			known = true
 			d.Skip()
@@ -93,38 +96,31 @@ func chatEvent(c *content, e *event, data []byte) bool {
 		return false
 	}
 	if objectErr || stringErr {
-		e.kinds |= Error
-		if e.errCode == nil {
-			e.errCode = stringErrorCode(errType, topType)
+		e.Kinds |= protocol.Error
+		if e.ErrCode == nil {
+			e.ErrCode = protocol.StringErrorCode(errType, topType)
 		}
 	}
-	if !usage.any() {
+	if !usage.Any() {
 		usage = inChoice
 	}
-	if !usage.any() {
+	if !usage.Any() {
 		usage = groq
 	}
-	e.report(usage)
-	if usage.any() && choices <= 0 {
-		e.usageOnly = true
+	e.Report(usage)
+	if usage.Any() && choices <= 0 {
+		e.UsageOnly = true
 	}
-	if !known && e.kinds == 0 {
-		return unknown(e)
+	if !known && e.Kinds == 0 {
+		return protocol.MarkUnknown(e)
 	}
-	return true
-}
-
-// unknown marks a well-formed event nobody recognises; it returns true so
-// that callers can write `return unknown(e)` for a valid walk.
-func unknown(e *event) bool {
-	e.kinds |= Unknown
 	return true
 }
 
 // chatChoice consumes one element of choices. Moonshot (Kimi) puts the
 // usage inside the finishing choice (choices[].usage); it is stored in *u
 // and counts when the chunk has no top-level usage.
-func chatChoice(d *jsonscan.Decoder, c *content, e *event, u *Usage) {
+func chatChoice(d *jsonscan.Decoder, c *protocol.Content, e *protocol.Event, u *protocol.Usage) {
 	if d.Peek() != jsonscan.Object {
 		d.Skip()
 		return
@@ -139,33 +135,33 @@ func chatChoice(d *jsonscan.Decoder, c *content, e *event, u *Usage) {
 		}
 		switch string(k) {
 		case "index":
-			idx, _ = count(d)
+			idx, _ = protocol.Count(d)
 		case "usage":
-			if v := openAIUsage(d); v.any() {
+			if v := OpenAIUsage(d); v.Any() {
 				*u = v
 			}
 		case "delta", "message":
 			chatDelta(d, c, e)
 		case "text": // legacy /v1/completions
-			str(d, c, e, Text)
+			protocol.Str(d, c, e, protocol.Text)
 		case "finish_reason":
 			// A repeated key counts with its last value, as in
 			// encoding/json: "stop" then null is no finish.
-			finish = rawStr(d)
+			finish = protocol.RawStr(d)
 		default:
 			d.Skip()
 		}
 	}
-	e.seen.add(idx)
+	e.Seen.Add(idx)
 	if len(finish) > 0 {
-		e.kinds |= Done
-		e.finished.add(idx)
-		e.setFinish(idx, finish)
+		e.Kinds |= protocol.Done
+		e.Finished.Add(idx)
+		e.SetFinish(idx, finish)
 	}
 }
 
 // chatDelta consumes a delta (or a non-streaming message).
-func chatDelta(d *jsonscan.Decoder, c *content, e *event) {
+func chatDelta(d *jsonscan.Decoder, c *protocol.Content, e *protocol.Event) {
 	if d.Peek() != jsonscan.Object {
 		d.Skip()
 		return
@@ -181,12 +177,12 @@ func chatDelta(d *jsonscan.Decoder, c *content, e *event) {
 			if d.Peek() == jsonscan.Array {
 				contentParts(d, c, e)
 			} else {
-				str(d, c, e, Text)
+				protocol.Str(d, c, e, protocol.Text)
 			}
 		case "refusal":
-			str(d, c, e, Text)
+			protocol.Str(d, c, e, protocol.Text)
 		case "reasoning_content", "reasoning", "thinking":
-			str(d, c, e, Reasoning)
+			protocol.Str(d, c, e, protocol.Reasoning)
 		case "reasoning_details":
 			reasoningDetails(d, c, e)
 		case "tool_calls":
@@ -199,7 +195,7 @@ func chatDelta(d *jsonscan.Decoder, c *content, e *event) {
 				toolCall(d, c, e)
 			}
 		case "function_call": // legacy functions API
-			functionArgs(d, c, e, "arguments")
+			protocol.FunctionArgs(d, c, e, "arguments")
 		default:
 			d.Skip()
 		}
@@ -209,7 +205,7 @@ func chatDelta(d *jsonscan.Decoder, c *content, e *event) {
 // toolCall consumes one tool_calls element: a function call's arguments
 // (or a custom tool's input) are tool content; its id, type and name are
 // the header.
-func toolCall(d *jsonscan.Decoder, c *content, e *event) {
+func toolCall(d *jsonscan.Decoder, c *protocol.Content, e *protocol.Event) {
 	if d.Peek() != jsonscan.Object {
 		d.Skip()
 		return
@@ -222,46 +218,18 @@ func toolCall(d *jsonscan.Decoder, c *content, e *event) {
 		}
 		switch string(k) {
 		case "function":
-			functionArgs(d, c, e, "arguments")
+			protocol.FunctionArgs(d, c, e, "arguments")
 		case "custom":
-			functionArgs(d, c, e, "input")
+			protocol.FunctionArgs(d, c, e, "input")
 		default:
 			d.Skip()
-		}
-	}
-}
-
-// functionArgs consumes an object whose member named field holds argument
-// text. Some OpenAI-compatible servers send the arguments as a JSON object
-// instead of a string ("arguments":{"city":"Paris"}): a non-empty object is
-// tool content too, an empty one ({}) is the call's header.
-func functionArgs(d *jsonscan.Decoder, c *content, e *event, field string) {
-	if d.Peek() != jsonscan.Object {
-		d.Skip()
-		return
-	}
-	d.Object()
-	for {
-		k, ok := d.Key()
-		if !ok {
-			return
-		}
-		switch {
-		case string(k) != field:
-			d.Skip()
-		case d.Peek() == jsonscan.Object:
-			if nonEmptyObject(d) {
-				e.kinds |= Tool
-			}
-		default:
-			str(d, c, e, Tool)
 		}
 	}
 }
 
 // contentParts consumes Mistral's array form of delta.content:
 // [{"type":"thinking","thinking":[{"type":"text","text":"…"}]}, {"type":"text","text":"…"}].
-func contentParts(d *jsonscan.Decoder, c *content, e *event) {
+func contentParts(d *jsonscan.Decoder, c *protocol.Content, e *protocol.Event) {
 	d.Array()
 	for d.Elem() {
 		if d.Peek() != jsonscan.Object {
@@ -280,7 +248,7 @@ func contentParts(d *jsonscan.Decoder, c *content, e *event) {
 			case "type":
 				typ = partTypeOf(d)
 			case "text":
-				text = rawStr(d)
+				text = protocol.RawStr(d)
 			case "thinking":
 				// A list of text chunks, or a plain string.
 				thinking, _ = d.SkipRaw()
@@ -290,7 +258,7 @@ func contentParts(d *jsonscan.Decoder, c *content, e *event) {
 		}
 		switch typ {
 		case partText:
-			addContent(c, e, text, Text)
+			protocol.AddContent(c, e, text, protocol.Text)
 		case partThinking:
 			reasoningTexts(thinking, c, e)
 		}
@@ -322,11 +290,11 @@ func partTypeOf(d *jsonscan.Decoder) partType {
 
 // reasoningTexts treats a thinking value (a string, or a list of
 // {"type":"text","text":…} chunks) as reasoning.
-func reasoningTexts(raw []byte, c *content, e *event) {
+func reasoningTexts(raw []byte, c *protocol.Content, e *protocol.Event) {
 	d := jsonscan.New(raw)
 	switch d.Peek() {
 	case jsonscan.String:
-		str(&d, c, e, Reasoning)
+		protocol.Str(&d, c, e, protocol.Reasoning)
 	case jsonscan.Array:
 		d.Array()
 		for d.Elem() {
@@ -341,7 +309,7 @@ func reasoningTexts(raw []byte, c *content, e *event) {
 					break
 				}
 				if string(k) == "text" {
-					str(&d, c, e, Reasoning)
+					protocol.Str(&d, c, e, protocol.Reasoning)
 				} else {
 					d.Skip()
 				}
@@ -355,7 +323,7 @@ func reasoningTexts(raw []byte, c *content, e *event) {
 // {"type":"reasoning.encrypted","data":…}]. Encrypted reasoning is
 // reasoning the provider does not show, as Anthropic's redacted_thinking
 // is (§2 lists both as reasoning).
-func reasoningDetails(d *jsonscan.Decoder, c *content, e *event) {
+func reasoningDetails(d *jsonscan.Decoder, c *protocol.Content, e *protocol.Event) {
 	if d.Peek() != jsonscan.Array {
 		d.Skip()
 		return
@@ -374,7 +342,7 @@ func reasoningDetails(d *jsonscan.Decoder, c *content, e *event) {
 			}
 			switch string(k) {
 			case "text", "summary", "data":
-				str(d, c, e, Reasoning)
+				protocol.Str(d, c, e, protocol.Reasoning)
 			default:
 				d.Skip()
 			}
@@ -383,8 +351,8 @@ func reasoningDetails(d *jsonscan.Decoder, c *content, e *event) {
 }
 
 // groqUsage consumes Groq's x_groq object and returns the usage in it.
-func groqUsage(d *jsonscan.Decoder) Usage {
-	var u Usage
+func groqUsage(d *jsonscan.Decoder) protocol.Usage {
+	var u protocol.Usage
 	if d.Peek() != jsonscan.Object {
 		d.Skip()
 		return u
@@ -396,9 +364,78 @@ func groqUsage(d *jsonscan.Decoder) Usage {
 			return u
 		}
 		if string(k) == "usage" {
-			u = openAIUsage(d)
+			u = OpenAIUsage(d)
 		} else {
 			d.Skip()
 		}
 	}
+}
+
+// OpenAIUsage consumes an OpenAI usage object, in its chat form
+// (prompt_tokens, completion_tokens, completion_tokens_details.reasoning_tokens)
+// or its Responses form (input_tokens, output_tokens,
+// output_tokens_details.reasoning_tokens); OpenAI-compatible providers mix
+// them. Cached prompt tokens are part of the prompt count already.
+func OpenAIUsage(d *jsonscan.Decoder) protocol.Usage {
+	var u protocol.Usage
+	if d.Peek() != jsonscan.Object {
+		d.Skip()
+		return u
+	}
+	d.Object()
+	for {
+		k, ok := d.Key()
+		if !ok {
+			break
+		}
+		switch string(k) {
+		case "prompt_tokens", "input_tokens":
+			u.Input, u.HasInput = protocol.Count(d)
+		case "completion_tokens", "output_tokens":
+			u.Output, u.HasOutput = protocol.Count(d)
+		case "reasoning_tokens":
+			u.Reasoning, u.HasReasoning = protocol.Count(d)
+		case "completion_tokens_details", "output_tokens_details":
+			if d.Peek() != jsonscan.Object {
+				d.Skip()
+				continue
+			}
+			d.Object()
+			for {
+				k, ok := d.Key()
+				if !ok {
+					break
+				}
+				if string(k) == "reasoning_tokens" {
+					u.Reasoning, u.HasReasoning = protocol.Count(d)
+				} else {
+					d.Skip()
+				}
+			}
+		default:
+			d.Skip()
+		}
+	}
+	return u
+}
+
+// detectChat scores an event for protocol.DetectData: 10 for `[DONE]`, 5
+// for a chunk's members (choices, or object chat.completion.chunk,
+// chat.completion or text_completion), 2 for an error object with a
+// "type" ({"error":{"message","type","param","code"}}).
+func detectChat(s *protocol.Shape) int {
+	switch {
+	case string(s.Data) == "[DONE]":
+		return 10
+	case s.Has("choices"):
+		return 5
+	}
+	switch string(s.Object) {
+	case "chat.completion.chunk", "chat.completion", "text_completion":
+		return 5
+	}
+	if s.NestedError && s.ErrorHas("type") {
+		return 2
+	}
+	return 0
 }

@@ -1,6 +1,9 @@
-package protocol
+package anthropic
 
-import "github.com/ttfx/ttfx/internal/jsonscan"
+import (
+	"github.com/ttfx/ttfx/internal/jsonscan"
+	"github.com/ttfx/ttfx/internal/protocol"
+)
 
 // Anthropic Messages streams name every event by its "type" (repeated in the
 // SSE event field): message_start, content_block_start, ping,
@@ -68,10 +71,10 @@ func antTypeOf(t []byte) antType {
 	return antUnknown
 }
 
-func anthropicEvent(c *content, e *event, sseType, data []byte) bool {
+func anthropicEvent(c *protocol.Content, e *protocol.Event, sseType, data []byte) bool {
 	d := jsonscan.New(data)
 	if d.Peek() != jsonscan.Object {
-		return d.Skip() && d.End() && unknown(e)
+		return d.Skip() && d.End() && protocol.MarkUnknown(e)
 	}
 	t := antUnknown
 	hasType := false
@@ -92,17 +95,17 @@ func anthropicEvent(c *content, e *event, sseType, data []byte) bool {
 				d.Skip()
 			}
 		case "message":
-			message = object(&d)
+			message = protocol.RawObject(&d)
 		case "content_block":
-			block = object(&d)
+			block = protocol.RawObject(&d)
 		case "delta":
-			delta = object(&d)
+			delta = protocol.RawObject(&d)
 		case "usage":
-			usage = object(&d)
+			usage = protocol.RawObject(&d)
 		case "error":
-			errCode, hasErr = errorValue(&d)
+			errCode, hasErr = protocol.ErrorValue(&d)
 		case "error_type":
-			errType = rawStr(&d)
+			errType = protocol.RawStr(&d)
 		default:
 			d.Skip()
 		}
@@ -118,9 +121,9 @@ func anthropicEvent(c *content, e *event, sseType, data []byte) bool {
 	}
 	switch t {
 	case antPing:
-		e.kinds |= Heartbeat
+		e.Kinds |= protocol.Heartbeat
 	case antMessageStart:
-		e.kinds |= Metadata
+		e.Kinds |= protocol.Metadata
 		if message != nil {
 			md := jsonscan.New(message)
 			md.Object()
@@ -132,7 +135,7 @@ func anthropicEvent(c *content, e *event, sseType, data []byte) bool {
 				if string(k) == "usage" {
 					u := anthropicUsage(&md)
 					u.Output, u.HasOutput = 0, false // a running count, see above
-					e.report(u)
+					e.Report(u)
 				} else {
 					md.Skip()
 				}
@@ -149,9 +152,9 @@ func anthropicEvent(c *content, e *event, sseType, data []byte) bool {
 			anthropicDelta(&dd, c, e)
 		}
 	case antBlockStop:
-		e.kinds |= Metadata
+		e.Kinds |= protocol.Metadata
 	case antMessageDelta:
-		e.kinds |= Metadata
+		e.Kinds |= protocol.Metadata
 		if delta != nil {
 			var stop []byte // the last stop_reason member counts
 			dd := jsonscan.New(delta)
@@ -162,30 +165,30 @@ func anthropicEvent(c *content, e *event, sseType, data []byte) bool {
 					break
 				}
 				if string(k) == "stop_reason" {
-					stop = rawStr(&dd)
+					stop = protocol.RawStr(&dd)
 				} else {
 					dd.Skip()
 				}
 			}
 			if len(stop) > 0 {
-				e.kinds |= Done
-				e.finish = stop
+				e.Kinds |= protocol.Done
+				e.Finish = stop
 			}
 		}
 		if usage != nil {
 			ud := jsonscan.New(usage)
-			e.report(anthropicUsage(&ud))
+			e.Report(anthropicUsage(&ud))
 		}
 	case antMessageStop:
-		e.kinds |= Done
+		e.Kinds |= protocol.Done
 	case antError:
-		e.kinds |= Error
-		e.errCode = errCode
+		e.Kinds |= protocol.Error
+		e.ErrCode = errCode
 		if errCode == nil {
-			e.errCode = stringErrorCode(errType)
+			e.ErrCode = protocol.StringErrorCode(errType)
 		}
 	default:
-		return unknown(e)
+		return protocol.MarkUnknown(e)
 	}
 	return true
 }
@@ -204,7 +207,7 @@ const (
 // a non-streaming message's content). In a stream a tool_use block starts
 // with "input":{} — its header, metadata; in a message it holds the whole
 // input.
-func anthropicBlock(d *jsonscan.Decoder, c *content, e *event) {
+func anthropicBlock(d *jsonscan.Decoder, c *protocol.Content, e *protocol.Event) {
 	if d.Peek() != jsonscan.Object {
 		d.Skip()
 		return
@@ -236,35 +239,35 @@ func anthropicBlock(d *jsonscan.Decoder, c *content, e *event) {
 				typ = blockToolUse
 			}
 		case "text":
-			text = rawStr(d)
+			text = protocol.RawStr(d)
 		case "thinking":
-			thinking = rawStr(d)
+			thinking = protocol.RawStr(d)
 		case "data":
-			data = rawStr(d)
+			data = protocol.RawStr(d)
 		case "input":
-			input = nonEmptyObject(d)
+			input = protocol.NonEmptyObject(d)
 		default:
 			d.Skip()
 		}
 	}
 	switch typ {
 	case blockText:
-		addContent(c, e, text, Text)
+		protocol.AddContent(c, e, text, protocol.Text)
 	case blockThinking:
-		addContent(c, e, thinking, Reasoning)
+		protocol.AddContent(c, e, thinking, protocol.Reasoning)
 	case blockRedacted:
-		addContent(c, e, data, Reasoning)
+		protocol.AddContent(c, e, data, protocol.Reasoning)
 	case blockToolUse:
 		if input {
-			e.kinds |= Tool
+			e.Kinds |= protocol.Tool
 		}
 	}
 }
 
 // anthropicDelta consumes a content_block_delta's delta. signature_delta,
 // citations_delta and empty deltas carry no content: metadata.
-func anthropicDelta(d *jsonscan.Decoder, c *content, e *event) {
-	var k Kind
+func anthropicDelta(d *jsonscan.Decoder, c *protocol.Content, e *protocol.Event) {
+	var k protocol.Kind
 	var text, thinking, partial []byte
 	d.Object()
 	for {
@@ -281,35 +284,35 @@ func anthropicDelta(d *jsonscan.Decoder, c *content, e *event) {
 			v, _ := d.Ident()
 			switch string(v) {
 			case "text_delta":
-				k = Text
+				k = protocol.Text
 			case "thinking_delta":
-				k = Reasoning
+				k = protocol.Reasoning
 			case "input_json_delta":
-				k = Tool
+				k = protocol.Tool
 			}
 		case "text":
-			text = rawStr(d)
+			text = protocol.RawStr(d)
 		case "thinking":
-			thinking = rawStr(d)
+			thinking = protocol.RawStr(d)
 		case "partial_json":
-			partial = rawStr(d)
+			partial = protocol.RawStr(d)
 		default:
 			d.Skip()
 		}
 	}
 	switch k {
-	case Text:
-		addContent(c, e, text, Text)
-	case Reasoning:
-		addContent(c, e, thinking, Reasoning)
-	case Tool:
-		addContent(c, e, partial, Tool)
+	case protocol.Text:
+		protocol.AddContent(c, e, text, protocol.Text)
+	case protocol.Reasoning:
+		protocol.AddContent(c, e, thinking, protocol.Reasoning)
+	case protocol.Tool:
+		protocol.AddContent(c, e, partial, protocol.Tool)
 	}
 }
 
 // anthropicUsage consumes an Anthropic usage object.
-func anthropicUsage(d *jsonscan.Decoder) Usage {
-	var u Usage
+func anthropicUsage(d *jsonscan.Decoder) protocol.Usage {
+	var u protocol.Usage
 	if d.Peek() != jsonscan.Object {
 		d.Skip()
 		return u
@@ -322,14 +325,103 @@ func anthropicUsage(d *jsonscan.Decoder) Usage {
 		}
 		switch string(k) {
 		case "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens":
-			if n, ok := count(d); ok {
+			if n, ok := protocol.Count(d); ok {
 				u.Input += n
 				u.HasInput = true
 			}
 		case "output_tokens":
-			u.Output, u.HasOutput = count(d)
+			u.Output, u.HasOutput = protocol.Count(d)
 		default:
 			d.Skip()
 		}
 	}
+}
+
+// anthropicMessage reads a non-streaming Messages body ({"type":"message",
+// "content":[blocks], "stop_reason", "usage"}) or an error body
+// ({"type":"error","error":{…}}).
+func anthropicMessage(c *protocol.Content, e *protocol.Event, body []byte) bool {
+	d := jsonscan.New(body)
+	if d.Peek() != jsonscan.Object {
+		return false
+	}
+	t := antUnknown
+	var errType, stop []byte
+	d.Object()
+	for {
+		k, ok := d.Key()
+		if !ok {
+			break
+		}
+		switch string(k) {
+		case "type":
+			if d.Peek() == jsonscan.String {
+				v, _ := d.Ident()
+				t = antTypeOf(v)
+			} else {
+				d.Skip()
+			}
+		case "content":
+			if d.Peek() != jsonscan.Array {
+				d.Skip()
+				continue
+			}
+			d.Array()
+			for d.Elem() {
+				anthropicBlock(&d, c, e)
+			}
+		case "stop_reason":
+			stop = protocol.RawStr(&d) // the last one counts
+		case "usage":
+			e.Report(anthropicUsage(&d))
+		case "error":
+			if code, isErr := protocol.ErrorValue(&d); isErr {
+				e.Kinds |= protocol.Error
+				e.ErrCode = code
+			}
+		case "error_type":
+			errType = protocol.RawStr(&d)
+		default:
+			d.Skip()
+		}
+	}
+	if !d.End() {
+		return false
+	}
+	if e.Kinds&protocol.Error != 0 && e.ErrCode == nil {
+		e.ErrCode = protocol.StringErrorCode(errType)
+	}
+	if len(stop) > 0 {
+		e.Kinds |= protocol.Done
+		e.Finish = stop
+	}
+	switch t {
+	case antMessage:
+	case antError:
+		if e.Kinds&protocol.Error == 0 {
+			e.Kinds |= protocol.Error
+			e.ErrCode = protocol.ErrorWord
+		}
+	default:
+		if e.Kinds == 0 {
+			e.Kinds |= protocol.Unknown
+		}
+	}
+	return true
+}
+
+// detect scores an event for protocol.DetectData: 8 for an "error" event
+// that nests an error object ({"type":"error","error":{…}}; a Responses
+// error event has a sequence_number, which scores 9 there), 6 for the
+// names of the stream's events (ping, message_start, content_block_*,
+// message_delta, message_stop).
+func detect(s *protocol.Shape) int {
+	if string(s.Name) == "error" && s.NestedError {
+		return 8
+	}
+	switch antTypeOf(s.Name) {
+	case antPing, antMessageStart, antBlockStart, antBlockDelta, antBlockStop, antMessageDelta, antMessageStop:
+		return 6
+	}
+	return 0
 }

@@ -1,6 +1,9 @@
-package protocol
+package gemini
 
-import "github.com/ttfx/ttfx/internal/jsonscan"
+import (
+	"github.com/ttfx/ttfx/internal/jsonscan"
+	"github.com/ttfx/ttfx/internal/protocol"
+)
 
 // Gemini streamGenerateContent?alt=sse sends one GenerateContentResponse per
 // event, CRLF-framed, and no end marker:
@@ -40,10 +43,10 @@ import "github.com/ttfx/ttfx/internal/jsonscan"
 //     output is not reported;
 //   - an empty usageMetadata ({}, or only details) is no report at all and
 //     does not replace an earlier one.
-func geminiEvent(c *content, e *event, data []byte) bool {
+func geminiEvent(c *protocol.Content, e *protocol.Event, data []byte) bool {
 	d := jsonscan.New(data)
 	if d.Peek() != jsonscan.Object {
-		return d.Skip() && d.End() && unknown(e)
+		return d.Skip() && d.End() && protocol.MarkUnknown(e)
 	}
 	known := false
 	var errType, block []byte
@@ -67,18 +70,18 @@ func geminiEvent(c *content, e *event, data []byte) bool {
 		case "usageMetadata":
 			known = true
 			if u, ok := geminiUsage(&d); ok {
-				e.report(u)
+				e.Report(u)
 			}
 		case "promptFeedback":
 			known = true
 			block = blockReason(&d) // the last one counts
 		case "error":
-			if code, isErr := errorValue(&d); isErr {
-				e.kinds |= Error
-				e.errCode = code
+			if code, isErr := protocol.ErrorValue(&d); isErr {
+				e.Kinds |= protocol.Error
+				e.ErrCode = code
 			}
 		case "error_type":
-			errType = rawStr(&d)
+			errType = protocol.RawStr(&d)
 		case "modelVersion", "responseId", "createTime":
 			known = true
 			d.Skip()
@@ -89,20 +92,20 @@ func geminiEvent(c *content, e *event, data []byte) bool {
 	if !d.End() {
 		return false
 	}
-	if e.kinds&Error != 0 && e.errCode == nil {
-		e.errCode = stringErrorCode(errType)
+	if e.Kinds&protocol.Error != 0 && e.ErrCode == nil {
+		e.ErrCode = protocol.StringErrorCode(errType)
 	}
 	if len(block) > 0 {
-		e.kinds |= Done
-		e.finish = block
+		e.Kinds |= protocol.Done
+		e.Finish = block
 	}
-	if !known && e.kinds == 0 {
-		return unknown(e)
+	if !known && e.Kinds == 0 {
+		return protocol.MarkUnknown(e)
 	}
 	return true
 }
 
-func geminiCandidate(d *jsonscan.Decoder, c *content, e *event) {
+func geminiCandidate(d *jsonscan.Decoder, c *protocol.Content, e *protocol.Event) {
 	if d.Peek() != jsonscan.Object {
 		d.Skip()
 		return
@@ -136,18 +139,18 @@ func geminiCandidate(d *jsonscan.Decoder, c *content, e *event) {
 				}
 			}
 		case "finishReason":
-			finish = rawStr(d) // the last one counts
+			finish = protocol.RawStr(d) // the last one counts
 		default:
 			d.Skip()
 		}
 	}
 	if len(finish) > 0 {
-		e.kinds |= Done
-		e.finish = finish
+		e.Kinds |= protocol.Done
+		e.Finish = finish
 	}
 }
 
-func geminiPart(d *jsonscan.Decoder, c *content, e *event) {
+func geminiPart(d *jsonscan.Decoder, c *protocol.Content, e *protocol.Event) {
 	if d.Peek() != jsonscan.Object {
 		d.Skip()
 		return
@@ -176,19 +179,19 @@ func geminiPart(d *jsonscan.Decoder, c *content, e *event) {
 			}
 		case "functionCall":
 			if functionCall(d) {
-				e.kinds |= Tool
+				e.Kinds |= protocol.Tool
 			}
 		case "executableCode":
-			functionArgs(d, c, e, "code")
+			protocol.FunctionArgs(d, c, e, "code")
 		default:
 			d.Skip()
 		}
 	}
 	if hasText {
 		if thought {
-			addContent(c, e, text, Reasoning)
+			protocol.AddContent(c, e, text, protocol.Reasoning)
 		} else {
-			addContent(c, e, text, Text)
+			protocol.AddContent(c, e, text, protocol.Text)
 		}
 	}
 }
@@ -220,7 +223,7 @@ func functionCall(d *jsonscan.Decoder) bool {
 				d.Skip()
 			}
 		case "name":
-			named = len(rawStr(d)) > 0
+			named = len(protocol.RawStr(d)) > 0
 		default:
 			d.Skip()
 		}
@@ -259,7 +262,7 @@ func partialArgs(d *jsonscan.Decoder) bool {
 			}
 			switch string(k) {
 			case "stringValue":
-				if raw := rawStr(d); jsonscan.HasNonSpace(raw) {
+				if raw := protocol.RawStr(d); jsonscan.HasNonSpace(raw) {
 					found = true
 				}
 			case "numberValue", "boolValue", "nullValue":
@@ -287,7 +290,7 @@ func blockReason(d *jsonscan.Decoder) []byte {
 			return r
 		}
 		if string(k) == "blockReason" {
-			r = rawStr(d)
+			r = protocol.RawStr(d)
 		} else {
 			d.Skip()
 		}
@@ -298,8 +301,8 @@ func blockReason(d *jsonscan.Decoder) []byte {
 // (see geminiEvent for the rules on absent counts). Input is
 // promptTokenCount + toolUsePromptTokenCount (both are prompt the model
 // read; cachedContentTokenCount is part of promptTokenCount).
-func geminiUsage(d *jsonscan.Decoder) (Usage, bool) {
-	var u Usage
+func geminiUsage(d *jsonscan.Decoder) (protocol.Usage, bool) {
+	var u protocol.Usage
 	if d.Peek() != jsonscan.Object {
 		d.Skip()
 		return u, false
@@ -314,15 +317,15 @@ func geminiUsage(d *jsonscan.Decoder) (Usage, bool) {
 		}
 		switch string(k) {
 		case "promptTokenCount":
-			prompt, hasPrompt = count(d)
+			prompt, hasPrompt = protocol.Count(d)
 		case "toolUsePromptTokenCount":
-			toolPrompt, hasToolPrompt = count(d)
+			toolPrompt, hasToolPrompt = protocol.Count(d)
 		case "candidatesTokenCount":
-			candidates, hasCandidates = count(d)
+			candidates, hasCandidates = protocol.Count(d)
 		case "thoughtsTokenCount":
-			thoughts, hasThoughts = count(d)
+			thoughts, hasThoughts = protocol.Count(d)
 		case "totalTokenCount":
-			total, hasTotal = count(d)
+			total, hasTotal = protocol.Count(d)
 		default:
 			d.Skip()
 		}
@@ -343,5 +346,19 @@ func geminiUsage(d *jsonscan.Decoder) (Usage, bool) {
 	case hasThoughts:
 		u.Reasoning, u.HasReasoning = thoughts, true
 	}
-	return u, u.any()
+	return u, u.Any()
+}
+
+// detect scores an event for protocol.DetectData: 4 for a
+// GenerateContentResponse's members (candidates, usageMetadata,
+// promptFeedback), 3 for an error object with a "status" (google.rpc.Status:
+// {code, message, status}).
+func detect(s *protocol.Shape) int {
+	switch {
+	case s.Has("candidates") || s.Has("usageMetadata") || s.Has("promptFeedback"):
+		return 4
+	case s.NestedError && s.ErrorHas("status"):
+		return 3
+	}
+	return 0
 }
