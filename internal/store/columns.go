@@ -55,6 +55,7 @@ var RequestTable = slices.Concat(
 	Cols(FloatCol, "max_output_gap_ms", "max_output_gap_at_ms", "request_wait_ms", "headers_sent_ms"),
 	Cols(TextCol, "trace_id", "skipped_ejected"),
 	Cols(TextCol, "upstream_model"),
+	Cols(FloatCol, "upstream_auth_ms"),
 )
 
 func ColumnNames(cs []Column) []string {
@@ -123,6 +124,7 @@ func RequestArgs(args []any, r *record.Record) []any {
 		SpanArg(f.MaxOutputGapMs), OffsetArg(f.MaxOutputGapAtMs), SpanArg(f.RequestWaitMs), OffsetArg(f.HeadersSentMs),
 		Clean(r.TraceID, MaxNameLen), EncodeNames(r.SkippedEjected),
 		UpstreamModelArg(r),
+		SpanArg(f.UpstreamAuthMs),
 	)
 }
 

@@ -287,6 +287,7 @@ func scanRecord(sc scanner) (record.Record, error) {
 		&f.MaxOutputGapMs, &f.MaxOutputGapAtMs, &f.RequestWaitMs, &f.HeadersSentMs,
 		&r.TraceID, &skipped,
 		&r.UpstreamModel,
+		&f.UpstreamAuthMs,
 	)
 	if err != nil {
 		return r, err

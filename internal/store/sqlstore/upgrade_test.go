@@ -34,17 +34,22 @@ func TestRollupsBackfilledOnUpgrade(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// This version's insert names upstream_model, which a schema
-			// of version 2 lacks: the column is there only for the insert,
-			// and dropped again before the upgrade adds it.
-			if _, err := tx.ExecContext(storetest.Ctx(t), "ALTER TABLE requests ADD COLUMN upstream_model TEXT NOT NULL DEFAULT ''"); err != nil {
-				t.Fatal(err)
+			// This version's insert names upstream_model and
+			// upstream_auth_ms, which a schema of version 2 lacks: the
+			// columns are there only for the insert, and dropped again
+			// before the upgrade adds them.
+			for _, c := range []string{"upstream_model TEXT NOT NULL DEFAULT ''", "upstream_auth_ms DOUBLE PRECISION"} {
+				if _, err := tx.ExecContext(storetest.Ctx(t), "ALTER TABLE requests ADD COLUMN "+c); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if _, err := insertRecordsAs(storetest.Ctx(t), tx, d, recs, false); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := tx.ExecContext(storetest.Ctx(t), "ALTER TABLE requests DROP COLUMN upstream_model"); err != nil {
-				t.Fatal(err)
+			for _, c := range []string{"upstream_model", "upstream_auth_ms"} {
+				if _, err := tx.ExecContext(storetest.Ctx(t), "ALTER TABLE requests DROP COLUMN "+c); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if err := tx.Commit(); err != nil {
 				t.Fatal(err)

@@ -141,6 +141,7 @@ func FullRecord(id string, ts time.Time) record.Record {
 			UpstreamDoneMs:      timeline.At(Ms(10150)),
 			TotalHandlerMs:      timeline.At(Ms(10200.333)),
 			RequestWaitMs:       timeline.SpanOf(Ms(0.031)),
+			UpstreamAuthMs:      timeline.SpanOf(Ms(41.5)),
 			HeadersSentMs:       timeline.At(Ms(242.5)),
 			MaxOutputGapMs:      timeline.SpanOf(Ms(3500.25)),
 			MaxOutputGapAtMs:    timeline.At(Ms(9100.75)),
