@@ -40,16 +40,21 @@ func TestRollupAccuracy(t *testing.T) {
 					check := func(stage string) { storetest.CheckQueries(t, s, recs, days, stage) }
 					check("minutes")
 					storetest.CompactAll(t, s, storetest.RollupBase.Add(days*24*time.Hour+time.Hour))
-					// Every projection of every level, each coarser one
-					// in fewer rows than projection 0 (minutes: no more
-					// than the raw rows; few records share a minute).
-					for level := rollup.Minute; level < rollup.NumLevels; level++ {
+					// Minutes only in their raw rows; every projection of
+					// every coarser level, each in fewer rows than
+					// projection 0.
+					for p := 1; p < len(rollup.Projections); p++ {
+						if n := storetest.CountRows(t, s, fmt.Sprint("SELECT COUNT(*) FROM rollups WHERE level = ", rollup.StoredLevel(rollup.Minute, p))); n != 0 {
+							t.Errorf("minutes of projection %d: %d rows, want none", p, n)
+						}
+					}
+					for level := rollup.Minute + 1; level < rollup.NumLevels; level++ {
 						full := storetest.CountRows(t, s, fmt.Sprint("SELECT COUNT(*) FROM rollups WHERE level = ", rollup.StoredLevel(level, 0)))
 						if full == 0 {
 							t.Fatalf("no rollups of level %d after compaction", level)
 						}
 						for p := 1; p < len(rollup.Projections); p++ {
-							if n := storetest.CountRows(t, s, fmt.Sprint("SELECT COUNT(*) FROM rollups WHERE level = ", rollup.StoredLevel(level, p))); n == 0 || n > full || (n == full && level > rollup.Minute) {
+							if n := storetest.CountRows(t, s, fmt.Sprint("SELECT COUNT(*) FROM rollups WHERE level = ", rollup.StoredLevel(level, p))); n == 0 || n >= full {
 								t.Errorf("level %d projection %d: %d rows, projection 0 %d", level, p, n, full)
 							}
 						}

@@ -112,7 +112,7 @@ func (s *chStore) writeRollups(ctx context.Context, token string, recs []*record
 	seen := map[[2]int64]bool{}
 	var marks [][]any
 	for _, k := range keys {
-		for level := rollup.Minute; level < rollup.NumLevels; level++ {
+		for level := rollup.Minute + 1; level < rollup.NumLevels; level++ { // minutes are never compacted
 			u := [2]int64{int64(level), rollup.FloorUnit(k.Start, rollup.Unit[level])}
 			if !seen[u] {
 				seen[u] = true
@@ -148,8 +148,8 @@ const chDirtyHaving = " GROUP BY level, start_ns HAVING maxIf(at, kind = 0) >= m
 func (s *chStore) Compact(ctx context.Context, now time.Time) (int, error) {
 	made := 0
 	closedBy := now.Add(-store.CompactionGrace).UnixNano()
-	closedDays := map[int64]bool{} // closed days whose rollups this call changed
-	for _, level := range rollup.Order {
+	closedDays := map[int64]bool{}           // closed days whose rollups this call changed
+	for _, level := range rollup.Order[1:] { // minutes keep their raw rows only
 		if made >= store.MaxCompactPerCall {
 			break
 		}
@@ -179,7 +179,7 @@ func (s *chStore) Compact(ctx context.Context, now time.Time) (int, error) {
 // they were compacted that ended CompactionGrace before now.
 func (s *chStore) CompactionBacklog(ctx context.Context, now time.Time) (int, error) {
 	total := 0
-	for level := range rollup.NumLevels {
+	for level := rollup.Minute + 1; level < rollup.NumLevels; level++ {
 		cut := now.Add(-rollup.Unit[level] - store.CompactionGrace).UnixNano()
 		var n uint64
 		err := s.read.QueryRowContext(ctx, "SELECT count() FROM (SELECT start_ns FROM rollup_marks WHERE level = ? AND start_ns <= ?"+
@@ -287,9 +287,6 @@ func (s *chStore) compactLevel(ctx context.Context, level int, cut int64, limit 
 	var out [][]any
 	for _, start := range units {
 		for p, unit := range rollup.ProjectCells(cells[start]) {
-			if level == rollup.Minute && p == 0 {
-				continue // the raw rows stay
-			}
 			keys := make([]rollup.Key, 0, len(unit))
 			for k := range unit {
 				keys = append(keys, k)
@@ -449,7 +446,6 @@ func (s *chStore) StatsFromRollups(ctx context.Context, q *store.StatsQuery, acc
 		plan.Allowed[level] = q.Bucket == 0 || q.Bucket%rollup.Unit[level] == 0
 	}
 	proj := rollup.ProjectionFor(q, acc.DimCols)
-	plan.Projected = proj > 0
 	plan.Cover(rollup.Day, from, to)
 	if err := s.readRollups(ctx, q, acc, plan.ByLevel(proj)); err != nil {
 		return fromT, toT, err

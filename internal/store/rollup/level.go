@@ -42,7 +42,7 @@ var Unit = [NumLevels]time.Duration{time.Minute, 10 * time.Minute, time.Hour, 24
 var Order = [NumLevels]int{Minute, TenMinutes, HalfHour, Hour, ThreeHours, SixHours, Day}
 
 // Finer is the level a unit is compacted from, and read in when it is
-// dirty; a minute's finer rows are its raw ones (-1).
+// dirty; minutes have raw rows only, written at ingest (-1).
 var Finer = [NumLevels]int{
 	Minute:     -1,
 	TenMinutes: Minute,
@@ -109,8 +109,11 @@ var KeyColumns = []string{"api", "route", "model", "group_name", "channel", "reg
 // projection p at level l are stored with level l + ProjStride×p;
 // projection 0, every dimension and the status, is what levels 1 to 3
 // always held. Minute rows are written at ingest with projection 0 only,
-// per writer ("raw" minute rows); a closed minute is compacted into the
-// other projections (level 10×p), as coarser units are.
+// per writer ("raw" minute rows), and are never compacted: a minute's
+// projections cost about as many rows again as its raw rows for every
+// projection (at a few records a minute, a row each), two thirds of the
+// rollups' bytes, to spare a summary the raw rows of the minutes at its two
+// ends. Databases made before migration 0010 held them as levels 10×p.
 type Projection uint16
 
 const ProjStride = 10

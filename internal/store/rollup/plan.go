@@ -1,9 +1,6 @@
 package rollup
 
-import (
-	"sort"
-	"time"
-)
+import "sort"
 
 // Span is a time range [from, to) read at one rollup level: from the
 // raw minute rows (every dimension and status, per writer), or from the
@@ -21,13 +18,12 @@ type Span struct {
 // finer rows changed since they were compacted (or that never were); their
 // finer rows are read instead, down to a minute's raw rows.
 // allowed[level] is false where a bucket does not divide into that level's
-// units. projected is whether the summary reads a projection other than 0,
-// which minutes have compacted rows of; else minutes are read raw.
+// units. Minutes are always read from their raw rows: minutes have no
+// compacted rows (see Finer).
 type Plan struct {
-	Allowed   [NumLevels]bool
-	Projected bool
-	Dirty     map[[2]int64]bool // {level, start} → dirty
-	Spans     []Span
+	Allowed [NumLevels]bool
+	Dirty   map[[2]int64]bool // {level, start} → dirty
+	Spans   []Span
 }
 
 func (p *Plan) emit(level int, from, to int64, raw bool) {
@@ -47,14 +43,7 @@ func (p *Plan) Cover(level int, from, to int64) {
 		return
 	}
 	if level == Minute {
-		if !p.Projected {
-			p.emit(Minute, from, to, true)
-			return
-		}
-		m := int64(time.Minute)
-		for t := FloorUnit(from, time.Minute); t < to; t += m {
-			p.emit(Minute, max(t, from), min(t+m, to), p.Dirty[[2]int64{Minute, t}])
-		}
+		p.emit(Minute, from, to, true)
 		return
 	}
 	u, finer := int64(Unit[level]), Finer[level]

@@ -127,24 +127,23 @@ func TestStatusesRoundTrip(t *testing.T) {
 }
 
 // TestRollupPlanProjected: a summary of a projection other than 0 reads
-// minutes from their compacted rows, and a dirty minute from its raw ones.
+// coarser units from that projection's rows, and minutes (which have no
+// compacted rows), dirty or not, from their raw ones.
 func TestRollupPlanProjected(t *testing.T) {
 	hour, minute := int64(time.Hour), int64(time.Minute)
 	d0 := testBase.UnixNano()
-	p := Plan{Dirty: map[[2]int64]bool{}, Projected: true}
+	p := Plan{Dirty: map[[2]int64]bool{}}
 	for level := range NumLevels {
 		p.Allowed[level] = true
 	}
-	for _, d := range [][2]int64{{Minute, d0 + 8*minute}, {HalfHour, d0 + 30*minute}, {TenMinutes, d0 + 50*minute}, {Minute, d0 + 52*minute}, {Minute, d0 + hour + 12*minute}} {
+	for _, d := range [][2]int64{{Minute, d0 + 8*minute}, {HalfHour, d0 + 30*minute}, {TenMinutes, d0 + 50*minute}} {
 		p.Dirty[d] = true
 	}
 	p.Cover(Day, d0+7*minute, d0+hour+13*minute)
 	want := []Span{
-		{Minute, d0 + 7*minute, d0 + 8*minute, false}, {Minute, d0 + 8*minute, d0 + 9*minute, true},
-		{Minute, d0 + 9*minute, d0 + 10*minute, false}, {TenMinutes, d0 + 10*minute, d0 + 50*minute, false},
-		{Minute, d0 + 50*minute, d0 + 52*minute, false}, {Minute, d0 + 52*minute, d0 + 53*minute, true},
-		{Minute, d0 + 53*minute, d0 + hour, false}, {TenMinutes, d0 + hour, d0 + hour + 10*minute, false},
-		{Minute, d0 + hour + 10*minute, d0 + hour + 12*minute, false}, {Minute, d0 + hour + 12*minute, d0 + hour + 13*minute, true},
+		{Minute, d0 + 7*minute, d0 + 10*minute, true}, {TenMinutes, d0 + 10*minute, d0 + 50*minute, false},
+		{Minute, d0 + 50*minute, d0 + hour, true}, {TenMinutes, d0 + hour, d0 + hour + 10*minute, false},
+		{Minute, d0 + hour + 10*minute, d0 + hour + 13*minute, true},
 	}
 	if !slices.Equal(p.Spans, want) {
 		t.Errorf("spans %v, want %v", p.Spans, want)
@@ -154,8 +153,8 @@ func TestRollupPlanProjected(t *testing.T) {
 	for _, g := range groups {
 		levels = append(levels, g.Level)
 	}
-	if !slices.Equal(levels, []int64{0, 30, 31}) {
-		t.Errorf("stored levels read %v, want raw minutes, minutes and ten minutes of projection 3", levels)
+	if !slices.Equal(levels, []int64{0, 31}) {
+		t.Errorf("stored levels read %v, want raw minutes and ten minutes of projection 3", levels)
 	}
 }
 

@@ -25,7 +25,7 @@ func (s *sqlStore) Compact(ctx context.Context, now time.Time) (int, error) {
 	// that a coarser unit is made from up-to-date finer ones.
 	var b builder
 	var or []string
-	for level := range rollup.NumLevels {
+	for level := rollup.Minute + 1; level < rollup.NumLevels; level++ {
 		cut := now.Add(-rollup.Unit[level] - store.CompactionGrace).UnixNano()
 		or = append(or, "(level = "+b.arg(int64(level))+" AND start_ns <= "+b.arg(cut)+")")
 	}
@@ -65,7 +65,7 @@ func (s *sqlStore) Compact(ctx context.Context, now time.Time) (int, error) {
 func (s *sqlStore) CompactionBacklog(ctx context.Context, now time.Time) (int, error) {
 	var b builder
 	var or []string
-	for level := range rollup.NumLevels {
+	for level := rollup.Minute + 1; level < rollup.NumLevels; level++ {
 		cut := now.Add(-rollup.Unit[level] - store.CompactionGrace).UnixNano()
 		or = append(or, "(level = "+b.arg(int64(level))+" AND start_ns <= "+b.arg(cut)+")")
 	}
@@ -161,9 +161,6 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 	}
 	var b builder
 	levels := rollup.StoredLevels(level)
-	if level == rollup.Minute {
-		levels = levels[1:] // the raw rows stay
-	}
 	marks := make([]string, len(levels))
 	for i, l := range levels {
 		marks[i] = b.arg(l)
@@ -172,9 +169,6 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 		return false, fmt.Errorf("compact: %w", err)
 	}
 	for p, cells := range rollup.ProjectCells(cells) {
-		if level == rollup.Minute && p == 0 {
-			continue
-		}
 		keys := make([]rollup.Key, 0, len(cells))
 		for k := range cells {
 			keys = append(keys, k)

@@ -226,7 +226,8 @@ func minuteRollupsQuery(n int) string {
 	return q
 }
 
-// markDirty marks minutes and their coarser units dirty for writer. The
+// markDirty marks the coarser units of minutes dirty for writer (minutes
+// have only raw rows, never compacted: see rollup.Finer). The
 // update of an existing mark (rather than doing nothing) takes its row lock
 // on PostgreSQL, so that a compaction claiming the mark waits for this
 // transaction and then reads what it wrote (see compactUnit).
@@ -238,7 +239,7 @@ func markDirty(ctx context.Context, tx *sql.Tx, d dialect, minutes []int64, writ
 	var args []any
 	seen := map[unit]bool{}
 	for _, m := range minutes {
-		for level := rollup.Minute; level < rollup.NumLevels; level++ {
+		for level := rollup.Minute + 1; level < rollup.NumLevels; level++ {
 			u := unit{level, rollup.FloorUnit(m, rollup.Unit[level])}
 			if !seen[u] {
 				seen[u] = true

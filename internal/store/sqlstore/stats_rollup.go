@@ -59,7 +59,7 @@ func (s *sqlStore) StatsFromRollups(ctx context.Context, q *store.StatsQuery, ac
 	}
 
 	proj := rollup.ProjectionFor(q, acc.DimCols)
-	plan := rollup.Plan{Dirty: map[[2]int64]bool{}, Projected: proj > 0}
+	plan := rollup.Plan{Dirty: map[[2]int64]bool{}}
 	for level := range rollup.NumLevels {
 		plan.Allowed[level] = q.Bucket == 0 || q.Bucket%rollup.Unit[level] == 0
 	}
