@@ -1,6 +1,7 @@
 package sketch
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -60,11 +61,27 @@ import (
 // bytes). The value rebuilds the sketch exactly, as Add made it: min, max
 // and sum are the value, and its bucket is the value's.
 //
+// A sketch of two values is encoded as version 3, the two values, the
+// smaller first:
+//
+//	byte     version (3)
+//	8 bytes  the smaller value (min)
+//	8 bytes  the larger value (max)
+//
+// 17 bytes instead of about 34. Of two values, min and max are the values
+// themselves, so they rebuild the sketch exactly too (the sum of two values
+// is the same whichever is added first). Measured on a week of 100 000
+// seeded records, after minutes stopped being compacted, one compacted
+// rollup sketch in six held two values (in all, a sketch in three one).
+// Three values are not worth it: the sketch keeps only min, max and sum,
+// not the third value, and 25 bytes would save about 10.
+//
 // The encoding is deterministic: a sketch has exactly one encoding (Merge
 // results included), so equal rollups have equal bytes.
 const (
 	version    = 1
 	versionOne = 2
+	versionTwo = 3
 )
 
 // headerFloats is the size of min, max and sum.
@@ -82,10 +99,21 @@ func (s *Sketch) AppendBinary(b []byte) ([]byte, error) {
 	if s.count > maxCount {
 		return b, fmt.Errorf("encode sketch: count %d exceeds %d", s.count, uint64(maxCount))
 	}
-	if s.count == 1 {
+	switch s.count {
+	case 1:
 		b = append(b, versionOne)
 		return binary.LittleEndian.AppendUint64(b, math.Float64bits(s.min)), nil
+	case 2:
+		b = append(b, versionTwo)
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(s.min))
+		return binary.LittleEndian.AppendUint64(b, math.Float64bits(s.max)), nil
 	}
+	return s.appendVersion1(b)
+}
+
+// appendVersion1 appends the version-1 encoding of s, which AppendBinary
+// uses for every sketch of no values or more than two.
+func (s *Sketch) appendVersion1(b []byte) ([]byte, error) {
 	b = append(b, version)
 	b = binary.AppendUvarint(b, s.count)
 	if s.count == 0 {
@@ -109,16 +137,28 @@ func (s *Sketch) MarshalBinary() ([]byte, error) {
 // UnmarshalBinary replaces s with the sketch encoded in b. It implements
 // encoding.BinaryUnmarshaler. On error s is unchanged.
 func (s *Sketch) UnmarshalBinary(b []byte) error {
-	if len(b) > 0 && b[0] == versionOne {
-		v, err := parseOne(b)
+	if len(b) > 0 && (b[0] == versionOne || b[0] == versionTwo) {
+		vs, err := parseValues(b)
 		if err != nil {
 			return fmt.Errorf("decode sketch: %w", err)
 		}
 		s.Reset()
-		s.Add(v)
+		for _, v := range vs {
+			s.Add(v)
+		}
 		return nil
 	}
 	h, body, err := parseHeader(b)
+	if err == nil && (h.count == 1 || h.count == 2) {
+		var vs []float64
+		if vs, err = fewValues(b, &h); err == nil {
+			s.Reset()
+			for _, v := range vs {
+				s.Add(v)
+			}
+			return nil
+		}
+	}
 	if err == nil {
 		_, _, err = decodeStores(body, &h, nil, nil, 0) // validate only
 	}
@@ -148,18 +188,33 @@ func (s *Sketch) MergeBinary(b []byte) error {
 	// second pass would be simpler, but the hot path would decode twice: a
 	// 100-bucket row took about 600 ns of CPU that way against 400 ns in one
 	// pass (300 buckets: 1.4 µs against 0.9 µs).
-	if len(b) > 0 && b[0] == versionOne {
-		v, err := parseOne(b)
-		if err == nil && s.count >= maxCount {
+	if len(b) > 0 && (b[0] == versionOne || b[0] == versionTwo) {
+		vs, err := parseValues(b)
+		if err == nil && s.count > maxCount-uint64(len(vs)) {
 			err = fmt.Errorf("count exceeds %d", uint64(maxCount))
 		}
 		if err != nil {
 			return fmt.Errorf("decode sketch: %w", err)
 		}
-		s.Add(v)
+		for _, v := range vs {
+			s.Add(v)
+		}
 		return nil
 	}
 	h, body, err := parseHeader(b)
+	if err == nil && (h.count == 1 || h.count == 2) {
+		var vs []float64
+		vs, err = fewValues(b, &h)
+		if err == nil && s.count > maxCount-h.count {
+			err = fmt.Errorf("count exceeds %d", uint64(maxCount))
+		}
+		if err == nil {
+			for _, v := range vs {
+				s.Add(v)
+			}
+			return nil
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("decode sketch: %w", err)
 	}
@@ -210,19 +265,56 @@ func (s *Sketch) applyHeader(h *header) {
 	s.zero += h.zero
 }
 
-// parseOne validates the encoding of a sketch of one value and returns the
-// value: 8 bytes after the version, finite, and not −0 (which Add stores
-// as +0, so no sketch encodes it).
-func parseOne(b []byte) (float64, error) {
-	if len(b) != 9 {
-		return 0, fmt.Errorf("a sketch of one value in %d bytes, want 9", len(b))
+// fewValues returns the values of a version-1 encoding b of one or two
+// values (stored before versions 2 and 3), whose header is h: its min, and
+// its max if two. The rest of b must be what Add makes of those values, so
+// that a decoded sketch of one or two values always re-encodes (as version
+// 2 or 3) to itself; anything else is a damaged row.
+func fewValues(b []byte, h *header) ([]float64, error) {
+	var r Sketch
+	r.Add(h.min)
+	if h.count == 2 {
+		r.Add(h.max)
 	}
-	bits := binary.LittleEndian.Uint64(b[1:])
-	v := math.Float64frombits(bits)
-	if math.IsNaN(v) || math.IsInf(v, 0) || bits == 1<<63 {
-		return 0, fmt.Errorf("bad value %g", v)
+	want, err := r.appendVersion1(nil)
+	if err == nil && !bytes.Equal(b, want) {
+		err = fmt.Errorf("a sketch of %d values whose buckets, zero count or sum are not those of its min and max", h.count)
 	}
-	return v, nil
+	if err != nil {
+		return nil, err
+	}
+	if h.count == 1 {
+		return []float64{h.min}, nil
+	}
+	return []float64{h.min, h.max}, nil
+}
+
+// parseValues validates the encoding of a sketch of one value (version 2)
+// or two (version 3) and returns the values: 8 bytes each after the
+// version, finite, not −0 (which Add stores as +0, so no sketch encodes
+// it), and of two the smaller first. It returns an array's slice so that
+// the hot path of MergeBinary does not allocate.
+func parseValues(b []byte) ([]float64, error) {
+	n := 1
+	if b[0] == versionTwo {
+		n = 2
+	}
+	if len(b) != 1+8*n {
+		return nil, fmt.Errorf("a sketch of %d values in %d bytes, want %d", n, len(b), 1+8*n)
+	}
+	var vs [2]float64
+	for i := range n {
+		bits := binary.LittleEndian.Uint64(b[1+8*i:])
+		v := math.Float64frombits(bits)
+		if math.IsNaN(v) || math.IsInf(v, 0) || bits == 1<<63 {
+			return nil, fmt.Errorf("bad value %g", v)
+		}
+		vs[i] = v
+	}
+	if n == 2 && vs[0] > vs[1] {
+		return nil, fmt.Errorf("values %g and %g out of order", vs[0], vs[1])
+	}
+	return vs[:n], nil
 }
 
 // parseHeader validates the header at the start of b (a version it knows,

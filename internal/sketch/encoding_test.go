@@ -92,19 +92,26 @@ func samples() map[string]*Sketch {
 	}
 }
 
-// TestEncodingGolden pins the format with a sketch encoded by hand: values
+// TestEncodingGolden pins the format with sketches encoded by hand: values
 // 1 and 2 fall in buckets 0 and 35 (⌈ln 2/ln γ⌉ = ⌈34.66⌉).
 func TestEncodingGolden(t *testing.T) {
 	var s Sketch
 	s.Add(1)
 	s.Add(2)
-	want := enc(byte(1), uint64(2), 1.0, 2.0, 3.0, uint64(0), // version, count, min, max, sum, zero
+	s.Add(2)
+	want := enc(byte(1), uint64(3), 1.0, 2.0, 5.0, uint64(0), // version, count, min, max, sum, zero
 		uint64(2), 0, // positive store: 2 buckets from index 0
 		uint64(1<<2),               // count 1 (difference +1, zigzag 2), no gap
-		uint64(0<<1|1), uint64(33), // count 1 (difference 0), gap: index 0+2+33
+		uint64(2<<1|1), uint64(33), // count 2 (difference +1), gap: index 0+2+33
 		uint64(0)) // no negative buckets
 	if got := mustEncode(t, &s); !bytes.Equal(got, want) {
 		t.Errorf("encoding\n got % x\nwant % x", got, want)
+	}
+	var two Sketch
+	two.Add(2)
+	two.Add(1)
+	if got, want := mustEncode(t, &two), enc(byte(3), 1.0, 2.0); !bytes.Equal(got, want) {
+		t.Errorf("two values encode as % x, want % x", got, want)
 	}
 	if got := mustEncode(t, &Sketch{}); !bytes.Equal(got, []byte{1, 0}) {
 		t.Errorf("empty sketch encodes as % x", got)
@@ -175,12 +182,21 @@ func TestDecodeErrors(t *testing.T) {
 	}{
 		{"nothing", nil},
 		{"version 0", []byte{0, 0}},
-		{"version 3", enc(byte(3), valid[1:])},
+		{"version 4", enc(byte(4), valid[1:])},
 		{"one value, short", enc(byte(2), []byte{0, 0, 0, 0, 0, 0, 0})},
 		{"one value, long", enc(byte(2), 1.0, byte(0))},
 		{"one value, NaN", enc(byte(2), math.NaN())},
 		{"one value, infinite", enc(byte(2), math.Inf(-1))},
 		{"one value, −0", enc(byte(2), math.Copysign(0, -1))},
+		{"two values, short", enc(byte(3), 1.0, []byte{0, 0, 0, 0, 0, 0, 0})},
+		{"two values, long", enc(byte(3), 1.0, 2.0, byte(0))},
+		{"two values, one", enc(byte(3), 1.0)},
+		{"two values, NaN", enc(byte(3), 1.0, math.NaN())},
+		{"two values, infinite", enc(byte(3), math.Inf(-1), 1.0)},
+		{"two values, −0", enc(byte(3), math.Copysign(0, -1), 1.0)},
+		{"two values, larger first", enc(byte(3), 2.0, 1.0)},
+		{"version 1, two values in other buckets", enc(byte(1), uint64(2), 1.0, 2.0, 3.0, uint64(0), uint64(2), maxIndex-2, uint64(1<<2), uint64(1), uint64(0), uint64(0))},
+		{"version 1, two values, another sum", enc(byte(1), uint64(2), 1.0, 2.0, 3.5, valid[len(head(2)):])},
 		{"bytes after an empty sketch", []byte{1, 0, 0}},
 		{"trailing byte", enc(valid, byte(0))},
 		{"overlong varint", enc(byte(1), bytes.Repeat([]byte{0xff}, 10), byte(1))},
@@ -296,6 +312,55 @@ func TestMergeBinaryAllocs(t *testing.T) {
 	s.Reset()
 	if allocs := testing.AllocsPerRun(100, func() { s.Reset(); _ = s.MergeBinary(b) }); allocs != 0 {
 		t.Errorf("Reset and MergeBinary: %v allocations a call", allocs)
+	}
+}
+
+// TestTwoValues: a sketch of two values is its version-3 encoding, 17
+// bytes, whichever was added first and whether it was added to or merged;
+// it decodes to the same sketch (sum included), and a version-1 encoding
+// of the same two values (as stored before version 3) decodes alike.
+func TestTwoValues(t *testing.T) {
+	for _, vs := range [][2]float64{{250, 3.5}, {0, 0}, {-42.5, 17}, {MinIndexable / 2, -MinIndexable / 4}, {1e300, 1e-300}, {0.1, 0.2}} {
+		var s, one, merged Sketch
+		s.Add(vs[0])
+		s.Add(vs[1])
+		one.Add(vs[1])
+		merged.Add(vs[0])
+		merged.Merge(&one)
+		b := mustEncode(t, &s)
+		if len(b) != 17 || b[0] != versionTwo {
+			t.Errorf("%v: % x, want version %d and the two values", vs, b, versionTwo)
+		}
+		if m := mustEncode(t, &merged); !bytes.Equal(m, b) {
+			t.Errorf("%v: merged % x, added % x", vs, m, b)
+		}
+		var got Sketch
+		if err := got.UnmarshalBinary(b); err != nil {
+			t.Fatalf("%v: % x: %v", vs, b, err)
+		}
+		checkEqual(t, &got, &s, 0)
+		if got.Sum() != vs[0]+vs[1] {
+			t.Errorf("%v: sum %v, want %v", vs, got.Sum(), vs[0]+vs[1])
+		}
+		var again Sketch
+		again.Add(7)
+		if err := again.MergeBinary(b); err != nil {
+			t.Fatal(err)
+		}
+		want := Sketch{}
+		want.Add(7)
+		want.Merge(&s)
+		checkEqual(t, &again, &want, 0)
+		// As stored before: version 1, with its stores.
+		legacy, err := s.appendVersion1(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var old Sketch
+		if err := old.UnmarshalBinary(legacy); err != nil {
+			t.Fatalf("%v: legacy % x: %v", vs, legacy, err)
+		}
+		checkEqual(t, &old, &s, 0)
 	}
 }
 
