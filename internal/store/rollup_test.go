@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -273,6 +274,70 @@ func TestLevelsOnUpgrade(t *testing.T) {
 					}
 				}
 			}
+		})
+	}
+}
+
+// TestMinutesRawOnlyOnUpgrade: a store made before minutes kept their raw
+// rows only (0010_minutes_raw_only.sql, ClickHouse 0006) held compacted
+// minute rows of every other projection (levels 10, 20, … 90) and dirty
+// marks of minutes; the migration removes both, and answers stay exact.
+func TestMinutesRawOnlyOnUpgrade(t *testing.T) {
+	const days = 1
+	for _, e := range storetest.Engines() {
+		t.Run(e.Name, func(t *testing.T) {
+			old, dsn := e.Open(t)
+			recs := storetest.RandomRecords(rand.New(rand.NewPCG(10, 10)), 1500, days, storetest.Distributions[1])
+			storetest.Insert(t, old, recs...)
+			// What a gateway of the version before left: copies of the raw
+			// minute rows as projection rows (if they were read, every
+			// count would double), minute marks, and no record of the
+			// migration.
+			sel := strings.Replace(rollup.SelectColumns, "level, ", "", 1)
+			stmts := []string{
+				"INSERT INTO rollups (level, " + sel + ", writer) SELECT level + 30, " + sel + ", writer FROM rollups WHERE level = 0",
+				"INSERT INTO rollup_dirty (level, start_ns, writer, seq) SELECT DISTINCT 0, start_ns, 'old', 1 FROM rollups WHERE level = 0",
+				"DELETE FROM schema_migrations WHERE version = 10",
+			}
+			if e.Name == "clickhouse" {
+				stmts = []string{
+					"INSERT INTO rollups (level, " + sel + ", writer) SELECT toUInt8(level + 30), " + sel + ", writer FROM rollups WHERE level = 0",
+					"INSERT INTO rollup_marks (level, start_ns, kind, at) SELECT DISTINCT toUInt8(0), start_ns, toUInt8(0), now() FROM rollups WHERE level = 0",
+					"ALTER TABLE schema_migrations DELETE WHERE version = 6",
+				}
+			}
+			for _, st := range stmts {
+				if _, err := storetest.WriteDB(old).ExecContext(storetest.Ctx(t), st); err != nil {
+					t.Fatalf("%s: %v", st, err)
+				}
+			}
+			if e.Name == "clickhouse" {
+				storetest.WaitMutations(t, old)
+			}
+			if n := storetest.CountRows(t, old, "SELECT COUNT(*) FROM rollups WHERE level = 30"); n == 0 {
+				t.Fatal("no minute rows of projection 3 made")
+			}
+			s, err := store.Open(storetest.Ctx(t), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if e.Name == "clickhouse" {
+				storetest.WaitMutations(t, s)
+			}
+			marks := "SELECT COUNT(*) FROM rollup_dirty WHERE level = 0"
+			if e.Name == "clickhouse" {
+				marks = "SELECT count() FROM rollup_marks WHERE level = 0"
+			}
+			if n := storetest.CountRows(t, s, "SELECT COUNT(*) FROM rollups WHERE level % 10 = 0 AND level > 0"); n != 0 {
+				t.Errorf("%d compacted minute rows left", n)
+			}
+			if n := storetest.CountRows(t, s, marks); n != 0 {
+				t.Errorf("%d minute marks left", n)
+			}
+			storetest.CheckQueries(t, s, recs, days, "migrated")
+			storetest.CompactAll(t, s, storetest.RollupBase.Add(days*24*time.Hour+time.Hour))
+			storetest.CheckQueries(t, s, recs, days, "compacted")
 		})
 	}
 }
