@@ -164,6 +164,16 @@ func (s *Sketch) Merge(o *Sketch) {
 	s.neg.merge(&o.neg)
 }
 
+// Clone returns a copy of s whose bucket arrays hold only its non-empty
+// buckets. A rollup compaction makes a cell per key of every projection,
+// most of them merged from one or two rows at low volume; a Merge into an
+// empty sketch allocated a padded window (65 buckets or more) for each,
+// which was a tenth of the CPU of seeding a week of 30 000 records
+// (profiled: makeslice under store.grow).
+func (s *Sketch) Clone() *Sketch {
+	return &Sketch{pos: s.pos.clone(), neg: s.neg.clone(), zero: s.zero, count: s.count, min: s.min, max: s.max, sum: s.sum}
+}
+
 // Reset empties the sketch and keeps its bucket arrays, so a caller that
 // merges many rollups into one sketch per query does not allocate again.
 func (s *Sketch) Reset() {
@@ -251,6 +261,16 @@ func (s *store) merge(o *store) {
 		dst[k] += c
 	}
 	s.extend(o.lo, o.hi, o.n)
+}
+
+// clone returns a copy of s whose window is its non-empty range.
+func (s *store) clone() store {
+	if s.n == 0 {
+		return store{}
+	}
+	c := store{counts: make([]uint64, s.hi-s.lo+1), base: s.lo, lo: s.lo, hi: s.hi, n: s.n}
+	copy(c.counts, s.counts[s.lo-s.base:s.hi-s.base+1])
+	return c
 }
 
 // reset empties the store and keeps its window.

@@ -451,3 +451,33 @@ func TestReset(t *testing.T) {
 	}
 	checkEqual(t, &s, &fresh, 0)
 }
+
+// TestClone: a clone equals the sketch (as a Merge into an empty sketch
+// would make it), holds only its non-empty buckets, shares nothing with it,
+// and takes further values and merges as any sketch does.
+func TestClone(t *testing.T) {
+	for name, s := range samples() {
+		t.Run(name, func(t *testing.T) {
+			c := s.Clone()
+			var want Sketch
+			want.Merge(s)
+			checkEqual(t, c, &want, 0)
+			if c.pos.n > 0 && len(c.pos.counts) != c.pos.hi-c.pos.lo+1 || c.neg.n > 0 && len(c.neg.counts) != c.neg.hi-c.neg.lo+1 {
+				t.Errorf("clone's windows %d and %d buckets, more than its ranges", len(c.pos.counts), len(c.neg.counts))
+			}
+			for _, v := range []float64{-1e9, -3, 0, 1e-12, 2.5, 7e5, 1e12} {
+				c.Add(v)
+				want.Add(v)
+			}
+			c.Merge(samples()["log-normal 100"])
+			want.Merge(samples()["log-normal 100"])
+			checkEqual(t, c, &want, 0)
+			var orig Sketch
+			orig.Merge(samples()[name])
+			checkEqual(t, s, &orig, 0) // s unchanged by changes to its clone
+		})
+	}
+	if c := new(Sketch).Clone(); c.Count() != 0 {
+		t.Errorf("clone of an empty sketch has %d values", c.Count())
+	}
+}

@@ -154,7 +154,8 @@ func (c *Cell) Merge(o *Cell) {
 			continue
 		}
 		if c.Sketches[i] == nil {
-			c.Sketches[i] = new(sketch.Sketch)
+			c.Sketches[i] = sk.Clone() // no padded window: most projected cells merge one or two
+			continue
 		}
 		c.Sketches[i].Merge(sk)
 	}
