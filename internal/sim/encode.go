@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/ttfx/ttfx/internal/protocol"
@@ -45,14 +46,20 @@ type response struct {
 	// commentPings: keep-alives go out on the OpenAI APIs as ": ping"
 	// comments (Profile.HeartbeatComments).
 	commentPings bool
+	// firstByte and end are when the first content and the last step are
+	// due (Bedrock reports them as its own metrics).
+	firstByte, end time.Duration
 }
 
 func newResponse(model, profile string, p Profile, c *content, pl plan, input int, includeUsage bool) *response {
-	r := &response{model: model, id: makeIDs(profile, p.Seed), c: c, input: input, includeUsage: includeUsage, commentPings: p.HeartbeatComments}
+	r := &response{model: model, id: makeIDs(profile, p.Seed), c: c, input: input, includeUsage: includeUsage, commentPings: p.HeartbeatComments, end: pl.end}
 	seen := map[stepKind]bool{}
 	for _, st := range pl.steps {
 		switch st.kind {
 		case stepReasoning, stepTool, stepText:
+			if r.firstByte == 0 {
+				r.firstByte = st.at
+			}
 			if !seen[st.kind] {
 				seen[st.kind] = true
 				r.order = append(r.order, st.kind)
@@ -113,6 +120,7 @@ const (
 	familyOpenAI errorFamily = iota
 	familyAnthropic
 	familyGemini
+	familyBedrock // {"message"} and x-amzn-ErrorType
 )
 
 func familyOf(api API) errorFamily {
@@ -121,6 +129,8 @@ func familyOf(api API) errorFamily {
 		return familyAnthropic
 	case APIGemini:
 		return familyGemini
+	case APIConverse, APIBedrockInvoke:
+		return familyBedrock
 	}
 	return familyOpenAI
 }
@@ -152,6 +162,10 @@ func errorBody(f errorFamily, e *apiError) []byte {
 
 // writeError sends e as a complete response in family f's format.
 func writeError(w http.ResponseWriter, f errorFamily, e *apiError) {
+	if f == familyBedrock {
+		writeBedrockError(w, e)
+		return
+	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	if e.status == http.StatusTooManyRequests || e.status == http.StatusServiceUnavailable || e.status == 529 {

@@ -66,7 +66,7 @@ func parseRequest(api API, body []byte, pathModel string) (request, *apiError) {
 		return nil
 	}
 	var e *apiError
-	if api == APIGemini {
+	if api == APIGemini || api == APIConverse || api == APIBedrockInvoke {
 		req.model = pathModel
 	} else {
 		if req.model, e = str("model"); e != nil {
@@ -132,6 +132,11 @@ func parseRequest(api API, body []byte, pathModel string) (request, *apiError) {
 			return req, e
 		}
 		promptFields = []string{"systemInstruction", "system_instruction", "contents"}
+	case APIConverse, APIBedrockInvoke:
+		if e = parseBedrockRequest(api, fields, &req); e != nil {
+			return req, e
+		}
+		promptFields = []string{"system", "messages"}
 	case APIEmbeddings:
 		if e = required("input"); e != nil {
 			return req, e

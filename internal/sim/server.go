@@ -57,6 +57,10 @@ type Options struct {
 	// and still valid; nil: those routes take any bearer token
 	// (identity.go).
 	Identity *Identity
+	// AWSCredentials are the access key ids and secret keys whose SigV4
+	// signatures the Bedrock side accepts; empty: DefaultAWSAccessKeyID
+	// with DefaultAWSSecretAccessKey.
+	AWSCredentials map[string]string
 }
 
 // Info describes one finished request, for tests that check what the
@@ -183,6 +187,7 @@ func (s *Server) routes() {
 	m.HandleFunc("/v1beta/models/{name}", s.modelPath)
 	s.azureRoutes(m)
 	s.vertexRoutes(m)
+	s.bedrockRoutes(m)
 	m.HandleFunc("/", s.notFound)
 	s.mux = m
 }
@@ -300,6 +305,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, api API, pathMode
 		x.fail(apiErr, "")
 		return
 	}
+	if api == APIConverse || api == APIBedrockInvoke {
+		req.stream = geminiStream // the path says
+	}
 	if api == APIGemini {
 		req.stream = geminiStream
 		if geminiStream && r.URL.Query().Get("alt") != "sse" {
@@ -361,6 +369,10 @@ func newEncoder(api API, r *response) encoder {
 		return newAnthEncoder(r)
 	case APIGemini:
 		return &geminiEncoder{r: r}
+	case APIConverse:
+		return newConverseEncoder(r)
+	case APIBedrockInvoke:
+		return newInvokeEncoder(r)
 	}
 	return &chatEncoder{r: r}
 }
@@ -455,6 +467,10 @@ func (x *exchange) stream(pl plan, enc encoder) {
 	}
 	rc := http.NewResponseController(x.w)
 	setStreamHeaders(x.w.Header())
+	framed, isFramed := enc.(framedEncoder)
+	if isFramed {
+		x.w.Header().Set("Content-Type", framed.contentType())
+	}
 	x.w.WriteHeader(http.StatusOK)
 	x.info.Status, x.written = http.StatusOK, true
 	if err := rc.Flush(); err != nil {
@@ -494,7 +510,11 @@ func (x *exchange) stream(pl plan, enc encoder) {
 		if x.s.onSend != nil {
 			x.s.onSend(x.t0.Add(st.at), x.s.now())
 		}
-		x.info.Events += countEvents(buf)
+		if isFramed {
+			x.info.Events += framed.events(buf)
+		} else {
+			x.info.Events += countEvents(buf)
+		}
 		if st.kind == stepText {
 			x.info.VisibleSent += st.tokens
 		}
@@ -505,6 +525,13 @@ func (x *exchange) stream(pl plan, enc encoder) {
 	if pl.fault.kind == faultStall {
 		x.info.Fault = faultStall.String()
 	}
+}
+
+// framedEncoder is an encoder whose streams are not SSE (Bedrock's event
+// stream): their media type and how many events a write holds.
+type framedEncoder interface {
+	contentType() string
+	events(b []byte) int
 }
 
 // countEvents counts the events in a frame: blank lines that end a block

@@ -132,6 +132,25 @@ func (m *Message) EachHeader(f func(name []byte, typ byte, val []byte)) {
 	}
 }
 
+// Parse splits one complete frame (as a Reader yielded it) into its
+// parts. It checks the lengths and the headers, not the CRCs, which the
+// Reader checked.
+func Parse(frame []byte) (Message, error) {
+	if len(frame) < minFrame {
+		return Message{}, ErrMalformed
+	}
+	total := int(binary.BigEndian.Uint32(frame[0:4]))
+	hlen := int(binary.BigEndian.Uint32(frame[4:8]))
+	if total != len(frame) || hlen > total-minFrame {
+		return Message{}, ErrMalformed
+	}
+	h := frame[preludeLen : preludeLen+hlen]
+	if checkHeaders(h) != nil {
+		return Message{}, ErrMalformed
+	}
+	return Message{Raw: frame, Headers: h, Payload: frame[preludeLen+hlen : total-4]}, nil
+}
+
 // nextHeader decodes the first header of h.
 func nextHeader(h []byte) (name []byte, typ byte, val, rest []byte, err error) {
 	if len(h) < 2 {

@@ -1,0 +1,565 @@
+package sim
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ttfx/ttfx/internal/provider/bedrock/eventstream"
+	"github.com/ttfx/ttfx/internal/sse"
+)
+
+// The simulator's side of Amazon Bedrock's runtime API:
+//
+//   - POST /model/{modelId}/converse-stream and /converse: the Converse
+//     API, streamed as AWS event-stream messages (messageStart,
+//     contentBlockStart of a tool call, contentBlockDelta of text,
+//     reasoningContent and toolUse input, contentBlockStop, messageStop,
+//     metadata with usage and metrics.latencyMs);
+//   - POST /model/{modelId}/invoke-with-response-stream and /invoke: an
+//     Anthropic Messages body (anthropic_version "bedrock-2023-05-31", no
+//     model: it is in the URL), answered with Anthropic's events, each the
+//     base64 "bytes" of one `chunk` event-stream message, the last with
+//     Bedrock's amazon-bedrock-invocationMetrics.
+//
+// Requests authenticate with a Bedrock API key (Authorization: Bearer;
+// checked against Options.APIKey when set) or with AWS Signature Version 4,
+// verified as AWS verifies it against Options.AWSCredentials: an unknown
+// access key gets 403 UnrecognizedClientException, a signature that does
+// not verify 403 InvalidSignatureException, a request without either 403
+// MissingAuthenticationTokenException. Errors are Bedrock's: a JSON
+// {"message"} with the exception in x-amzn-ErrorType (a 429 is a
+// ThrottlingException); the error_event fault is an in-stream
+// throttlingException, Bedrock's word for a model out of capacity.
+
+// The Bedrock APIs the simulator serves.
+const (
+	APIConverse      API = "bedrock.converse" // POST /model/{id}/converse-stream, /converse
+	APIBedrockInvoke API = "bedrock.invoke"   // POST /model/{id}/invoke-with-response-stream, /invoke (Anthropic bodies)
+)
+
+// The AWS credentials the simulator accepts when Options.AWSCredentials
+// is empty, so that an AWS SDK can be pointed at `ttfx sim` as it is.
+const (
+	DefaultAWSAccessKeyID     = "AKIASIMULATOR0000000"
+	DefaultAWSSecretAccessKey = "ttfx-simulator-secret-access-key"
+)
+
+// BedrockAnthropicVersion is the anthropic_version Bedrock requires of an
+// Anthropic body.
+const BedrockAnthropicVersion = "bedrock-2023-05-31"
+
+// bedrockContentType is the media type of Bedrock's streams.
+const bedrockContentType = "application/vnd.amazon.eventstream"
+
+// sigV4MaxSkew is how far a signature's time may be from the server's.
+const sigV4MaxSkew = 15 * time.Minute
+
+func (s *Server) bedrockRoutes(m *http.ServeMux) {
+	m.HandleFunc("/model/{model}/converse-stream", s.bedrock(APIConverse, true))
+	m.HandleFunc("/model/{model}/converse", s.bedrock(APIConverse, false))
+	m.HandleFunc("/model/{model}/invoke-with-response-stream", s.bedrock(APIBedrockInvoke, true))
+	m.HandleFunc("/model/{model}/invoke", s.bedrock(APIBedrockInvoke, false))
+}
+
+// bedrock serves one Bedrock route: authentication first, as AWS does it,
+// then the simulation.
+func (s *Server) bedrock(api API, stream bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			s.serve(w, r, api, r.PathValue("model"), stream, true)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				writeError(w, familyBedrock, errorf(http.StatusRequestEntityTooLarge, fmt.Sprintf("The request body is larger than %d bytes.", mbe.Limit)))
+			}
+			return
+		}
+		if e := s.bedrockAuth(r, body); e != nil {
+			writeError(w, familyBedrock, e)
+			if s.opts.OnRequest != nil {
+				s.opts.OnRequest(Info{API: api, Path: r.URL.Path, Status: e.status, Error: e.msg, Received: s.now(), Ended: s.now()})
+			}
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		s.serve(w, r, api, r.PathValue("model"), stream, true)
+	}
+}
+
+// bedrockAuth checks a request's bearer key or SigV4 signature.
+func (s *Server) bedrockAuth(r *http.Request, body []byte) *apiError {
+	authz := r.Header.Get("Authorization")
+	switch {
+	case strings.HasPrefix(authz, "Bearer "):
+		key := strings.TrimPrefix(authz, "Bearer ")
+		if s.opts.APIKey != "" && subtle.ConstantTimeCompare([]byte(key), []byte(s.opts.APIKey)) != 1 {
+			return &apiError{status: http.StatusForbidden, code: "UnrecognizedClientException", msg: "The security token included in the request is invalid."}
+		}
+		return nil
+	case strings.HasPrefix(authz, "AWS4-HMAC-SHA256 "):
+		return s.verifySigV4(r, authz, body)
+	}
+	return &apiError{status: http.StatusForbidden, code: "MissingAuthenticationTokenException", msg: "Missing Authentication Token"}
+}
+
+// verifySigV4 verifies an AWS Signature Version 4 Authorization header:
+// it rebuilds the canonical request from the signed headers, the path
+// (escaped again, as for every service but S3), the query and the payload
+// hash, and compares the signature derived from the access key's secret.
+func (s *Server) verifySigV4(r *http.Request, authz string, body []byte) *apiError {
+	var cred, signed, sig string
+	for _, part := range strings.Split(strings.TrimPrefix(authz, "AWS4-HMAC-SHA256 "), ",") {
+		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+		switch k {
+		case "Credential":
+			cred = v
+		case "SignedHeaders":
+			signed = v
+		case "Signature":
+			sig = v
+		}
+	}
+	scope := strings.Split(cred, "/")
+	if len(scope) != 5 || scope[4] != "aws4_request" || signed == "" || sig == "" {
+		return &apiError{status: http.StatusBadRequest, code: "IncompleteSignatureException",
+			msg: "Authorization header requires 'Credential', 'Signature' and 'SignedHeaders' parameters."}
+	}
+	secret, ok := s.awsSecret(scope[0])
+	if !ok {
+		return &apiError{status: http.StatusForbidden, code: "UnrecognizedClientException", msg: "The security token included in the request is invalid."}
+	}
+	amzDate := r.Header.Get("X-Amz-Date")
+	at, err := time.Parse("20060102T150405Z", amzDate)
+	if err != nil || !strings.HasPrefix(amzDate, scope[1]) {
+		return &apiError{status: http.StatusBadRequest, code: "IncompleteSignatureException", msg: "Date must be in ISO-8601 'basic format'."}
+	}
+	if d := s.now().Sub(at); d > sigV4MaxSkew || d < -sigV4MaxSkew {
+		return &apiError{status: http.StatusForbidden, code: "InvalidSignatureException",
+			msg: fmt.Sprintf("Signature expired: %s is now earlier than %s.", amzDate, s.now().UTC().Add(-sigV4MaxSkew).Format("20060102T150405Z"))}
+	}
+	payloadHash := r.Header.Get("X-Amz-Content-Sha256")
+	if payloadHash == "" {
+		h := sha256.Sum256(body)
+		payloadHash = hex.EncodeToString(h[:])
+	} else if h := sha256.Sum256(body); payloadHash != "UNSIGNED-PAYLOAD" && payloadHash != hex.EncodeToString(h[:]) {
+		return &apiError{status: http.StatusBadRequest, code: "XAmzContentSHA256Mismatch", msg: "The provided 'x-amz-content-sha256' header does not match what was computed."}
+	}
+	canonical := CanonicalRequest(r, signed, payloadHash)
+	ch := sha256.Sum256([]byte(canonical))
+	toSign := "AWS4-HMAC-SHA256\n" + amzDate + "\n" + strings.Join(scope[1:], "/") + "\n" + hex.EncodeToString(ch[:])
+	key := hmacSHA256([]byte("AWS4"+secret), scope[1])
+	for _, p := range scope[2:] {
+		key = hmacSHA256(key, p)
+	}
+	want := hex.EncodeToString(hmacSHA256(key, toSign))
+	if subtle.ConstantTimeCompare([]byte(want), []byte(sig)) != 1 {
+		return &apiError{status: http.StatusForbidden, code: "InvalidSignatureException",
+			msg: "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details."}
+	}
+	return nil
+}
+
+func (s *Server) awsSecret(id string) (string, bool) {
+	if len(s.opts.AWSCredentials) == 0 {
+		return DefaultAWSSecretAccessKey, id == DefaultAWSAccessKeyID
+	}
+	sec, ok := s.opts.AWSCredentials[id]
+	return sec, ok
+}
+
+func hmacSHA256(key []byte, data string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(data))
+	return m.Sum(nil)
+}
+
+// CanonicalRequest is SigV4's canonical request of r for the signed
+// headers (semicolon-separated, lower case) and the payload's hash.
+func CanonicalRequest(r *http.Request, signedHeaders, payloadHash string) string {
+	var b strings.Builder
+	b.WriteString(r.Method)
+	b.WriteByte('\n')
+	// Every service but S3 escapes the already escaped path once more.
+	path := r.URL.EscapedPath()
+	if path == "" {
+		path = "/"
+	}
+	b.WriteString(awsEscape(path, false))
+	b.WriteByte('\n')
+	q := r.URL.Query()
+	keys := make([]string, 0, len(q))
+	for k := range q {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	first := true
+	for _, k := range keys {
+		vs := append([]string(nil), q[k]...)
+		sort.Strings(vs)
+		for _, v := range vs {
+			if !first {
+				b.WriteByte('&')
+			}
+			first = false
+			b.WriteString(awsEscape(k, true) + "=" + awsEscape(v, true))
+		}
+	}
+	b.WriteByte('\n')
+	for _, h := range strings.Split(signedHeaders, ";") {
+		var vals []string
+		switch h {
+		case "host":
+			vals = []string{r.Host}
+		case "content-length":
+			vals = []string{fmt.Sprint(r.ContentLength)}
+		default:
+			vals = r.Header.Values(h)
+		}
+		for i, v := range vals {
+			vals[i] = strings.Join(strings.Fields(v), " ")
+		}
+		b.WriteString(h + ":" + strings.Join(vals, ",") + "\n")
+	}
+	b.WriteByte('\n')
+	b.WriteString(signedHeaders)
+	b.WriteByte('\n')
+	b.WriteString(payloadHash)
+	return b.String()
+}
+
+// awsEscape is SigV4's URI encoding: every byte but the unreserved
+// characters, and '/' too when slash is set.
+func awsEscape(s string, slash bool) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.' || c == '~' || c == '/' && !slash {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
+	}
+	return b.String()
+}
+
+// writeBedrockError writes e in Bedrock's shape: {"message"} and the
+// exception in x-amzn-ErrorType.
+func writeBedrockError(w http.ResponseWriter, e *apiError) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	typ := e.code
+	if typ == "" {
+		typ = bedrockException(e.status)
+	}
+	h.Set("X-Amzn-Errortype", typ)
+	if e.status == http.StatusTooManyRequests || e.status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", "1")
+	}
+	w.WriteHeader(e.status)
+	w.Write(marshal(struct {
+		Message string `json:"message"`
+	}{e.msg}))
+}
+
+// bedrockException is Bedrock's exception type for an HTTP status.
+func bedrockException(status int) string {
+	switch status {
+	case 400, 413, 422:
+		return "ValidationException"
+	case 401, 403:
+		return "AccessDeniedException"
+	case 404:
+		return "ResourceNotFoundException"
+	case 408, 504:
+		return "ModelTimeoutException"
+	case 424:
+		return "ModelErrorException"
+	case 429:
+		return "ThrottlingException"
+	case 503, 529:
+		return "ServiceUnavailableException"
+	}
+	return "InternalServerException"
+}
+
+// bedrockThrottled is the message of Bedrock's throttling, HTTP and in-stream.
+const bedrockThrottled = "Too many tokens, please wait before trying again."
+
+// converseEncoder writes the Converse API. Text and reasoning blocks have
+// no contentBlockStart (Bedrock sends one only for a toolUse block).
+type converseEncoder struct {
+	r     *response
+	index int // the open block's index; -1 before the first
+	open  stepKind
+}
+
+func newConverseEncoder(r *response) *converseEncoder { return &converseEncoder{r: r, index: -1} }
+
+func (e *converseEncoder) contentType() string { return bedrockContentType }
+
+func (e *converseEncoder) events(b []byte) int { return countFrames(b) }
+
+type cvDelta struct {
+	Index int `json:"contentBlockIndex"`
+	Delta any `json:"delta"`
+}
+
+func (e *converseEncoder) stopReason() string {
+	if e.r.hasTool {
+		return "tool_use"
+	}
+	return "end_turn"
+}
+
+func (e *converseEncoder) closeBlock(dst []byte) []byte {
+	if e.open == 0 {
+		return dst
+	}
+	if e.open == stepReasoning {
+		dst = eventstream.AppendEvent(dst, "contentBlockDelta", marshal(cvDelta{e.index, map[string]any{"reasoningContent": map[string]string{"signature": e.r.id.signature}}}))
+	}
+	dst = eventstream.AppendEvent(dst, "contentBlockStop", marshal(struct {
+		Index int `json:"contentBlockIndex"`
+	}{e.index}))
+	e.open = 0
+	return dst
+}
+
+func (e *converseEncoder) openBlock(dst []byte, kind stepKind) []byte {
+	dst = e.closeBlock(dst)
+	e.index++
+	e.open = kind
+	if kind == stepTool {
+		dst = eventstream.AppendEvent(dst, "contentBlockStart", marshal(struct {
+			Index int `json:"contentBlockIndex"`
+			Start any `json:"start"`
+		}{e.index, map[string]any{"toolUse": map[string]string{"toolUseId": e.r.id.toolUse, "name": e.r.c.toolName}}}))
+	}
+	return dst
+}
+
+func (e *converseEncoder) frame(dst []byte, st step) []byte {
+	switch st.kind {
+	case stepStart:
+		return eventstream.AppendEvent(dst, "messageStart", []byte(`{"role":"assistant"}`))
+	case stepToolStart:
+		return e.openBlock(dst, stepTool)
+	case stepReasoning, stepTool, stepText:
+		if e.open != st.kind {
+			dst = e.openBlock(dst, st.kind)
+		}
+		var d any
+		switch st.kind {
+		case stepReasoning:
+			d = map[string]any{"reasoningContent": map[string]string{"text": st.text}}
+		case stepTool:
+			d = map[string]any{"toolUse": map[string]string{"input": st.text}}
+		default:
+			d = map[string]string{"text": st.text}
+		}
+		dst = eventstream.AppendEvent(dst, "contentBlockDelta", marshal(cvDelta{e.index, d}))
+		if st.last {
+			dst = e.closeBlock(dst)
+		}
+		return dst
+	case stepFinish:
+		dst = e.closeBlock(dst)
+		dst = eventstream.AppendEvent(dst, "messageStop", marshal(struct {
+			StopReason string `json:"stopReason"`
+		}{e.stopReason()}))
+		return eventstream.AppendEvent(dst, "metadata", marshal(e.metadata(st.at)))
+	case stepError:
+		return eventstream.AppendException(dst, "throttlingException", marshal(struct {
+			Message string `json:"message"`
+		}{bedrockThrottled}))
+	}
+	return dst // heartbeats: Bedrock's streams have none
+}
+
+type cvUsage struct {
+	InputTokens  int `json:"inputTokens"`
+	OutputTokens int `json:"outputTokens"`
+	TotalTokens  int `json:"totalTokens"`
+}
+
+type cvMetadata struct {
+	Usage   cvUsage `json:"usage"`
+	Metrics struct {
+		LatencyMs int64 `json:"latencyMs"`
+	} `json:"metrics"`
+}
+
+func (e *converseEncoder) metadata(at time.Duration) cvMetadata {
+	out := e.r.c.outputTokens()
+	m := cvMetadata{Usage: cvUsage{e.r.input, out, e.r.input + out}}
+	m.Metrics.LatencyMs = at.Milliseconds()
+	return m
+}
+
+func (e *converseEncoder) body() []byte {
+	var content []any
+	for _, k := range e.r.order {
+		switch k {
+		case stepReasoning:
+			content = append(content, map[string]any{"reasoningContent": map[string]any{
+				"reasoningText": map[string]string{"text": e.r.c.reasoningText, "signature": e.r.id.signature}}})
+		case stepTool:
+			content = append(content, map[string]any{"toolUse": map[string]any{
+				"toolUseId": e.r.id.toolUse, "name": e.r.c.toolName, "input": json.RawMessage(e.r.c.toolArgs)}})
+		default:
+			content = append(content, map[string]string{"text": e.r.c.visibleText})
+		}
+	}
+	md := e.metadata(e.r.end)
+	return marshal(struct {
+		Output struct {
+			Message struct {
+				Role    string `json:"role"`
+				Content []any  `json:"content"`
+			} `json:"message"`
+		} `json:"output"`
+		StopReason string  `json:"stopReason"`
+		Usage      cvUsage `json:"usage"`
+		Metrics    any     `json:"metrics"`
+	}{Output: struct {
+		Message struct {
+			Role    string `json:"role"`
+			Content []any  `json:"content"`
+		} `json:"message"`
+	}{Message: struct {
+		Role    string `json:"role"`
+		Content []any  `json:"content"`
+	}{"assistant", content}}, StopReason: e.stopReason(), Usage: md.Usage, Metrics: md.Metrics})
+}
+
+// invokeEncoder writes InvokeModelWithResponseStream for an Anthropic
+// model: each event of the Messages stream becomes the base64 "bytes" of
+// one chunk message; message_stop carries Bedrock's invocation metrics.
+type invokeEncoder struct {
+	anth *anthEncoder
+	r    *response
+	rd   *sse.Reader
+	src  bytes.Reader
+	sse  []byte
+}
+
+func newInvokeEncoder(r *response) *invokeEncoder {
+	return &invokeEncoder{anth: newAnthEncoder(r), r: r}
+}
+
+func (e *invokeEncoder) contentType() string { return bedrockContentType }
+
+func (e *invokeEncoder) events(b []byte) int { return countFrames(b) }
+
+func (e *invokeEncoder) frame(dst []byte, st step) []byte {
+	if st.kind == stepHeartbeat {
+		return dst // Bedrock does not relay Anthropic's pings
+	}
+	if st.kind == stepError {
+		return eventstream.AppendException(dst, "throttlingException", marshal(struct {
+			Message string `json:"message"`
+		}{bedrockThrottled}))
+	}
+	e.sse = e.anth.frame(e.sse[:0], st)
+	e.src.Reset(e.sse)
+	rd := sse.NewReader(&e.src, 0)
+	for {
+		p, err := rd.Next()
+		if err != nil {
+			return dst
+		}
+		if p.Kind != sse.PieceEvent || len(p.Event.Data) == 0 {
+			continue
+		}
+		data := p.Event.Data
+		if string(p.Event.Type) == "ping" {
+			continue
+		}
+		if string(p.Event.Type) == "message_stop" {
+			data = e.invocationMetrics(data, st.at)
+		}
+		chunk := marshal(struct {
+			Bytes string `json:"bytes"`
+		}{base64.StdEncoding.EncodeToString(data)})
+		dst = eventstream.Append(dst, []eventstream.Header{
+			{Name: ":event-type", Value: "chunk"},
+			{Name: ":content-type", Value: "application/json"},
+			{Name: ":message-type", Value: "event"},
+		}, chunk)
+	}
+}
+
+// invocationMetrics adds Bedrock's amazon-bedrock-invocationMetrics to a
+// message_stop event, as Bedrock does.
+func (e *invokeEncoder) invocationMetrics(data []byte, at time.Duration) []byte {
+	var m map[string]any
+	if json.Unmarshal(data, &m) != nil {
+		return data
+	}
+	m["amazon-bedrock-invocationMetrics"] = map[string]int64{
+		"inputTokenCount": int64(e.r.input), "outputTokenCount": int64(e.r.c.outputTokens()),
+		"invocationLatency": at.Milliseconds(), "firstByteLatency": e.r.firstByte.Milliseconds(),
+	}
+	return marshal(m)
+}
+
+func (e *invokeEncoder) body() []byte { return e.anth.body() }
+
+// countFrames counts the event-stream messages in b.
+func countFrames(b []byte) int {
+	n := 0
+	for len(b) >= 16 {
+		total := int(b[0])<<24 | int(b[1])<<16 | int(b[2])<<8 | int(b[3])
+		if total < 16 || total > len(b) {
+			break
+		}
+		n++
+		b = b[total:]
+	}
+	return n
+}
+
+// parseBedrockRequest reads what the simulator needs of a Converse or
+// Anthropic-on-Bedrock body; errors are Bedrock's ValidationExceptions.
+func parseBedrockRequest(api API, fields map[string]json.RawMessage, req *request) *apiError {
+	if api == APIConverse {
+		if e := arrayField(fields, "messages", true); e != nil {
+			return &apiError{status: http.StatusBadRequest, msg: "1 validation error detected: Value at 'messages' failed to satisfy constraint: Member must not be null"}
+		}
+		return nil
+	}
+	var v string
+	if raw, ok := fields["anthropic_version"]; !ok || json.Unmarshal(raw, &v) != nil || v != BedrockAnthropicVersion {
+		return &apiError{status: http.StatusBadRequest, msg: "Malformed input request: #: required key [anthropic_version] not found or not " + BedrockAnthropicVersion + ", please reformat your input and try again."}
+	}
+	if _, ok := fields["model"]; ok {
+		return &apiError{status: http.StatusBadRequest, msg: "Malformed input request: #: extraneous key [model] is not permitted, please reformat your input and try again."}
+	}
+	if _, ok := fields["stream"]; ok {
+		return &apiError{status: http.StatusBadRequest, msg: "Malformed input request: #: extraneous key [stream] is not permitted, please reformat your input and try again."}
+	}
+	if e := arrayField(fields, "messages", true); e != nil {
+		return &apiError{status: http.StatusBadRequest, msg: "Malformed input request: #: required key [messages] not found, please reformat your input and try again."}
+	}
+	raw, ok := fields["max_tokens"]
+	var n int
+	if !ok || json.Unmarshal(raw, &n) != nil || n < 1 {
+		return &apiError{status: http.StatusBadRequest, msg: "Malformed input request: #: required key [max_tokens] not found, please reformat your input and try again."}
+	}
+	return nil
+}
