@@ -186,10 +186,28 @@ func Insert(t testing.TB, s store.Store, recs ...record.Record) {
 	}
 }
 
+// Ctx is the context of a store call in a test. It is a guard against a
+// call that hangs, not a measure of speed: it ends a little before the test
+// binary's -timeout does, so the hung call fails its own test by name
+// instead of the whole binary's timeout panic. A fixed 30 s, as before, was
+// too short on a loaded machine: a ClickHouse compaction's OPTIMIZE … FINAL
+// and a DROP DATABASE ran past it at a load average of 40.
 func Ctx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithDeadline(context.Background(), callDeadline(t))
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// callDeadline is Ctx's deadline: a minute before t's deadline (the
+// binary's -timeout; half the time left when that is under two minutes),
+// or ten minutes from now when it has none.
+func callDeadline(t testing.TB) time.Time {
+	if dt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if d, ok := dt.Deadline(); ok {
+			return d.Add(-min(time.Minute, time.Until(d)/2))
+		}
+	}
+	return time.Now().Add(10 * time.Minute)
 }
 
 func IDN(i int) string { return fmt.Sprintf("req-%06d", i) }
