@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ttfx/ttfx/internal/bench"
+	"github.com/ttfx/ttfx/internal/bench/request"
 	"github.com/ttfx/ttfx/internal/timeline"
 )
 
@@ -31,7 +32,7 @@ const (
 	exitAllFailed = 4
 )
 
-const benchUsage = `usage:
+var benchUsage = `usage:
   ttfx bench --url URL --api API --model M [flags]      run a benchmark
   ttfx bench report RUN.json [--html FILE]               print a result's summary (and write a page)
   ttfx bench compare A.json B.json … [--force]           p50/p95/p99 side by side, in the order given: for comparable runs,
@@ -41,7 +42,7 @@ const benchUsage = `usage:
 
 Run flags:
   --url URL              base URL of the endpoint (a gateway or a provider); a trailing /v1 is fine
-  --api API              openai.chat (default), openai.responses, anthropic, gemini
+  --api API              openai.chat (default), or another API: ` + strings.Join(request.APIs(), ", ") + `
   --model M              model name
   --key K | --key-env V  the endpoint's key (or the environment variable holding it); never recorded
   --concurrency N        N closed-loop workers (default 1) — or —
@@ -51,10 +52,10 @@ Run flags:
   --warmup N             requests run first and excluded (recorded in the result)
   --input-tokens M[:SD]  prompt length in o200k_base tokens, normal with mean M and deviation SD (default 256)
   --prompt-seed S        seed of the synthetic prompts (default 1)
-  --max-tokens N         output cap (default 256; 0 sends none, except anthropic, which requires one)
+  --max-tokens N         output cap (default 256; 0 sends none, except for an API that requires one)
   --stream=true|false    streaming (default true)
   --timeout D            per request, retries included (default 2m; 0: none)
-  --reasoning-effort E   reasoning effort (a word; for anthropic and gemini a number is a thinking budget)
+  --reasoning-effort E   reasoning effort (a word; where the API takes a thinking budget, a number is one)
   --tools FILE.json      a JSON array of tool definitions in the API's format, sent with every request
   --temperature T, --top-p P, --seed S   sampling parameters (sent only when given)
   --retries N            retries after a failure (default 0: none), --retry-on connect_error,timeout,http_429,http_5xx,

@@ -19,7 +19,7 @@ func init() {
 	register(command{name: "inspect", summary: "classify a recorded .sse stream offline: each event's kind and where the milestones fell", run: runInspect})
 }
 
-const inspectUsage = `usage: ttfx inspect [--api API] FILE|-
+var inspectUsage = `usage: ttfx inspect [--api API] FILE|-
 
 Reads a recorded event stream (FILE, or standard input for -) and prints one
 JSON line per dispatched SSE event — index (0-based over dispatched events;
@@ -33,7 +33,7 @@ event), milestones (first_event, first_response, first_text where they fell)
 
 first_* are event indexes or null; terminal is done, truncated or error.
 
-API is one of openai.chat, openai.responses, anthropic, gemini; without
+API is one of ` + apiList() + `; without
 --api it is detected from the stream.
 `
 

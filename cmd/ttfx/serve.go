@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/ttfx/ttfx/internal/config"
 	"github.com/ttfx/ttfx/internal/server"
 	"github.com/ttfx/ttfx/internal/telemetry"
 	"github.com/ttfx/ttfx/internal/tokens"
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
 func init() {
@@ -70,7 +72,7 @@ func runServe(ctx context.Context, args []string) error {
 	}()
 	fmt.Printf("ttfx gateway listening on %s\n", srv.URL())
 	if cfg == nil {
-		fmt.Printf("zero-config: store sqlite:ttfx.db, simulator channels sim-openai, sim-anthropic, sim-gemini at %s\n", srv.SimURL())
+		fmt.Printf("zero-config: store sqlite:ttfx.db, simulator channels %s at %s\n", strings.Join(simChannelNames(), ", "), srv.SimURL())
 	}
 	hint := "ttfx keys"
 	if *configPath != "" {
@@ -97,4 +99,17 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintln(os.Stderr, "ttfx serve: drained and stopped")
 	return nil
+}
+
+// simChannelNames names the zero-config simulator channels: one per
+// provider kind that asks for one (wire.Kind.ZeroConfig), as the server
+// makes them.
+func simChannelNames() []string {
+	var out []string
+	for _, k := range wire.Kinds() {
+		if k.ZeroConfig {
+			out = append(out, "sim-"+k.Name)
+		}
+	}
+	return out
 }

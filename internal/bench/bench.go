@@ -13,8 +13,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/ttfx/ttfx/internal/protocol"
-	"github.com/ttfx/ttfx/internal/provider/openai"
+	"github.com/ttfx/ttfx/internal/bench/request"
 	"github.com/ttfx/ttfx/internal/timeline"
 	"github.com/ttfx/ttfx/internal/tokens"
 )
@@ -22,7 +21,7 @@ import (
 // Options are the settings of a run: the flags of `ttfx bench` (SPEC.md §9).
 type Options struct {
 	URL   string // base URL of the endpoint
-	API   string // openai.chat, openai.responses, anthropic, gemini
+	API   string // the API spoken (bench.APIs: one a unit registered)
 	Model string
 	Key   string // the endpoint's key; never recorded
 
@@ -71,7 +70,7 @@ type Options struct {
 // describe, without sending anything.
 func Setup(o Options) (Plan, Conditions, error) {
 	var c Conditions
-	api, err := protocol.ParseAPI(o.API)
+	a, err := request.Lookup(o.API)
 	if err != nil {
 		return Plan{}, c, fmt.Errorf("api: %w", err)
 	}
@@ -82,8 +81,9 @@ func Setup(o Options) (Plan, Conditions, error) {
 	if base.User != nil || base.Query().Get("key") != "" {
 		return Plan{}, c, errors.New("url: put the key in --key, not in the URL (it would be recorded)")
 	}
+	api := a.Name
 	w := &Wire{API: api, Base: base, Model: o.Model, Key: o.Key, Stream: o.Stream, MaxTokens: o.MaxTokens,
-		ReasoningEffort: o.ReasoningEffort, Sampling: o.Sampling}
+		ReasoningEffort: o.ReasoningEffort, Sampling: o.Sampling, UserAgent: "ttfx-bench/" + Version}
 	var tools *Tools
 	if o.ToolsJSON != nil {
 		if w.Tools, tools, err = LoadTools(o.ToolsFile, o.ToolsJSON); err != nil {
@@ -180,7 +180,7 @@ func Setup(o Options) (Plan, Conditions, error) {
 		URL:   shown.String(),
 		API:   string(api),
 		Route: w.Route(),
-		Model: o.Model, Stream: o.Stream, IncludeUsage: o.Stream && api == openai.Chat,
+		Model: o.Model, Stream: o.Stream, IncludeUsage: o.Stream && a.IncludeUsage,
 		Load:   load,
 		Sample: Sample{Requests: max(o.Requests, 0), Warmup: o.Warmup},
 		Prompt: Prompt{InputTokensMean: o.InputTokensMean, InputTokensSD: o.InputTokensSD, Tokenizer: tokens.Encoding,

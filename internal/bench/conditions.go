@@ -62,7 +62,7 @@ type Conditions struct {
 	Tool Tool `json:"tool"`
 
 	URL   string `json:"url"`   // base URL, without credentials or query
-	API   string `json:"api"`   // openai.chat, openai.responses, anthropic, gemini
+	API   string `json:"api"`   // the API spoken (SPEC §10 name, e.g. openai.chat)
 	Route string `json:"route"` // method and path called, e.g. "POST /v1/chat/completions"
 	Model string `json:"model"`
 
@@ -124,13 +124,6 @@ type Prompt struct {
 	Tokenizer       string  `json:"tokenizer"` // the tokenizer the prompts are measured with (o200k_base)
 	Generator       string  `json:"generator"` // PromptGenerator
 	Seed            int64   `json:"seed"`
-}
-
-// Sampling are the sampling parameters sent; nil: not sent.
-type Sampling struct {
-	Temperature *float64 `json:"temperature"`
-	TopP        *float64 `json:"top_p"`
-	Seed        *int64   `json:"seed"`
 }
 
 // Tools describes the tool definitions sent with every request.

@@ -20,8 +20,6 @@ import (
 	"time"
 
 	"github.com/ttfx/ttfx/internal/protocol"
-	"github.com/ttfx/ttfx/internal/provider/anthropic"
-	"github.com/ttfx/ttfx/internal/provider/openai"
 	"github.com/ttfx/ttfx/internal/sim"
 	"github.com/ttfx/ttfx/internal/sse"
 )
@@ -174,7 +172,7 @@ var zeroProfile = sim.Profile{HeadersMs: 0, FirstEventMs: 0, TextMs: sim.Ms(0), 
 func BenchmarkMarkOverhead(b *testing.B) {
 	srv := simServer(b, map[string]sim.Profile{"zero": zeroProfile})
 	base, _ := url.Parse(srv.URL)
-	for _, api := range []protocol.API{openai.Chat, anthropic.API} {
+	for _, api := range []protocol.API{apiChat, apiMessages} {
 		b.Run(string(api), func(b *testing.B) {
 			w := &Wire{API: api, Base: base, Model: "zero", Stream: true, MaxTokens: 64}
 			c := &Client{HTTP: &http.Client{Transport: NewTransport(4)}, Wire: w}
@@ -203,7 +201,7 @@ func BenchmarkReadStream(b *testing.B) {
 	base, _ := url.Parse("http://memory.invalid")
 	c := &Client{
 		HTTP: &http.Client{Transport: &bodyTransport{status: 200, ctype: "text/event-stream", body: data}},
-		Wire: &Wire{API: openai.Chat, Base: base, Model: "m", Stream: true},
+		Wire: &Wire{API: apiChat, Base: base, Model: "m", Stream: true},
 	}
 	b.ReportAllocs()
 	b.SetBytes(int64(len(data)))

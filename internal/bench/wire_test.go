@@ -9,9 +9,6 @@ import (
 	"time"
 
 	"github.com/ttfx/ttfx/internal/protocol"
-	"github.com/ttfx/ttfx/internal/provider/anthropic"
-	"github.com/ttfx/ttfx/internal/provider/gemini"
-	"github.com/ttfx/ttfx/internal/provider/openai"
 )
 
 func f64(v float64) *float64 { return &v }
@@ -28,19 +25,19 @@ func TestWireBodies(t *testing.T) {
 		want   string // the body, canonical JSON
 		header [2]string
 	}{
-		{openai.Chat, "low", true, "https://api.example.com/v1/chat/completions",
+		{apiChat, "low", true, "https://api.example.com/v1/chat/completions",
 			`{"max_completion_tokens":64,"messages":[{"content":"hi","role":"user"}],"model":"m","reasoning_effort":"low","seed":9,"stream":true,"stream_options":{"include_usage":true},"temperature":0.5,"tools":[{"type":"function","function":{"name":"get_weather","parameters":{}}}],"top_p":0.9}`,
 			[2]string{"Authorization", "Bearer sk"}},
-		{openai.Responses, "high", false, "https://api.example.com/v1/responses",
+		{apiResponses, "high", false, "https://api.example.com/v1/responses",
 			`{"input":"hi","max_output_tokens":64,"model":"m","reasoning":{"effort":"high"},"stream":true,"temperature":0.5,"tools":[{"type":"function","function":{"name":"get_weather","parameters":{}}}],"top_p":0.9}`,
 			[2]string{"Authorization", "Bearer sk"}},
-		{anthropic.API, "2048", false, "https://api.example.com/v1/messages",
+		{apiMessages, "2048", false, "https://api.example.com/v1/messages",
 			`{"max_tokens":64,"messages":[{"content":"hi","role":"user"}],"model":"m","stream":true,"temperature":0.5,"thinking":{"budget_tokens":2048,"type":"enabled"},"tools":[{"type":"function","function":{"name":"get_weather","parameters":{}}}],"top_p":0.9}`,
 			[2]string{"X-Api-Key", "sk"}},
-		{anthropic.API, "medium", false, "https://api.example.com/v1/messages",
+		{apiMessages, "medium", false, "https://api.example.com/v1/messages",
 			`{"max_tokens":64,"messages":[{"content":"hi","role":"user"}],"model":"m","output_config":{"effort":"medium"},"stream":true,"temperature":0.5,"tools":[{"type":"function","function":{"name":"get_weather","parameters":{}}}],"top_p":0.9}`,
 			[2]string{"X-Api-Key", "sk"}},
-		{gemini.API, "1024", true, "https://api.example.com/v1beta/models/m:streamGenerateContent?alt=sse",
+		{apiGenerate, "1024", true, "https://api.example.com/v1beta/models/m:streamGenerateContent?alt=sse",
 			`{"contents":[{"parts":[{"text":"hi"}],"role":"user"}],"generationConfig":{"maxOutputTokens":64,"seed":9,"temperature":0.5,"thinkingConfig":{"thinkingBudget":1024},"topP":0.9},"tools":[{"type":"function","function":{"name":"get_weather","parameters":{}}}]}`,
 			[2]string{"X-Goog-Api-Key", "sk"}},
 	}
@@ -92,13 +89,13 @@ func TestWireBaseWithVersion(t *testing.T) {
 		api  protocol.API
 		want string
 	}{
-		{"https://openrouter.ai/api/v1", openai.Chat, "POST /api/v1/chat/completions"},
-		{"http://127.0.0.1:8080/", anthropic.API, "POST /v1/messages"},
-		{"https://generativelanguage.googleapis.com/v1beta", gemini.API, "POST /v1beta/models/gemini-2.5-flash:generateContent"},
+		{"https://openrouter.ai/api/v1", apiChat, "POST /api/v1/chat/completions"},
+		{"http://127.0.0.1:8080/", apiMessages, "POST /v1/messages"},
+		{"https://generativelanguage.googleapis.com/v1beta", apiGenerate, "POST /v1beta/models/gemini-2.5-flash:generateContent"},
 	} {
 		u, _ := url.Parse(c.base)
 		w := &Wire{API: c.api, Base: u, Model: "models/gemini-2.5-flash"}
-		if c.api != gemini.API {
+		if c.api != apiGenerate {
 			w.Model = "m"
 		}
 		if got := w.Route(); got != c.want {
@@ -110,10 +107,10 @@ func TestWireBaseWithVersion(t *testing.T) {
 func TestWireCheck(t *testing.T) {
 	base, _ := url.Parse("http://127.0.0.1:1")
 	bad := []*Wire{
-		{API: openai.Chat, Base: base},                                                    // no model
-		{API: anthropic.API, Base: base, Model: "m"},                                      // no max_tokens
-		{API: openai.Responses, Base: base, Model: "m", Sampling: Sampling{Seed: i64(1)}}, // no seed in Responses
-		{API: openai.Chat, Base: &url.URL{Scheme: "ftp", Host: "x"}, Model: "m"},
+		{API: apiChat, Base: base},                                                    // no model
+		{API: apiMessages, Base: base, Model: "m"},                                    // no max_tokens
+		{API: apiResponses, Base: base, Model: "m", Sampling: Sampling{Seed: i64(1)}}, // no seed in Responses
+		{API: apiChat, Base: &url.URL{Scheme: "ftp", Host: "x"}, Model: "m"},
 	}
 	for i, w := range bad {
 		if err := w.Check(); err == nil {
@@ -148,7 +145,7 @@ func TestLoadTools(t *testing.T) {
 
 func TestWireKeepsBaseQuery(t *testing.T) {
 	u, _ := url.Parse("https://x.example.com/openai/v1?api-version=preview")
-	w := &Wire{API: openai.Chat, Base: u, Model: "m"}
+	w := &Wire{API: apiChat, Base: u, Model: "m"}
 	req, _ := w.NewRequest(context.Background(), []byte(`{}`))
 	if req.URL.String() != "https://x.example.com/openai/v1/chat/completions?api-version=preview" {
 		t.Errorf("url %s", req.URL)

@@ -20,9 +20,11 @@ import (
 	"github.com/ttfx/ttfx/internal/api"
 	"github.com/ttfx/ttfx/internal/auth"
 	"github.com/ttfx/ttfx/internal/diagnose"
+	"github.com/ttfx/ttfx/internal/protocol"
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/server"
 	"github.com/ttfx/ttfx/internal/timeline"
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
 // Options configure a demo run.
@@ -48,16 +50,12 @@ var Traces = []Trace{
 	{"trace-c", 260, 420, 430, 20430, 9.8, diagnose.GenerationSlow},
 }
 
-// mixed is the short mixed load: text, reasoning and tool calls over the
-// four APIs, and a few faults.
-var mixed = []call{
-	{"chat", "fast"}, {"responses", "fast"}, {"anthropic", "fast"}, {"gemini", "fast"},
-	{"chat", "reasoning"}, {"anthropic", "reasoning"}, {"gemini", "reasoning"},
-	{"chat", "tool-call"}, {"responses", "tool-call"}, {"anthropic", "tool-call"},
-	{"chat", "fast"}, {"chat", "fast"}, {"anthropic", "fast"}, {"gemini", "fast"},
-	{"chat", "truncate"}, {"anthropic", "error-event"}, {"chat", "flaky"},
-	{"chat", "status-503"}, {"gemini", "status-429"}, {"chat", "stall"},
-	{"chat", "metadata-only"},
+// mixedProfiles are the profiles of the short mixed load (mixedLoad).
+var mixedProfiles = []string{
+	"fast", "fast", "fast", "fast", "reasoning", "reasoning", "reasoning",
+	"tool-call", "tool-call", "tool-call", "fast", "fast", "fast", "fast",
+	"truncate", "error-event", "flaky", "status-503", "status-429", "stall",
+	"metadata-only",
 }
 
 // Run runs the demo. It returns an error when the gateway could not start
@@ -105,6 +103,7 @@ func Run(ctx context.Context, opts Options) error {
 	srv.WriteKeys(out, "ttfx keys")
 	fmt.Fprintln(out, "(the demo-* keys are replaced on each demo run; `ttfx keys new` makes lasting ones)")
 	fmt.Fprintln(out)
+	mixed := mixedLoad()
 	fmt.Fprintf(out, "sending traces A, B, C and a mixed load of %d requests (about 21 s: trace C generates for 20 s)...\n\n", len(mixed))
 	start := time.Now()
 	cl := &client{base: srv.URL(), key: clientKey}
@@ -115,7 +114,7 @@ func Run(ctx context.Context, opts Options) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			traceIDs[i], traceErrs[i] = cl.do(ctx, call{"chat", tr.Model})
+			traceIDs[i], traceErrs[i] = cl.do(ctx, call{protocol.API(wire.Default().Name), tr.Model})
 		}()
 	}
 	mixedIDs := make([]string, len(mixed))

@@ -91,7 +91,7 @@ func NonEmptyObject(d *jsonscan.Decoder) bool {
 }
 
 // errorCode consumes an error object ({"type","code","status","message"} in
-// its OpenAI, Anthropic and Gemini forms) and returns its most specific
+// the forms the providers use) and returns its most specific
 // code: a string code, else the type, else the status, else a numeric code.
 // Messages are not returned: they may quote the request.
 func errorCode(d *jsonscan.Decoder) []byte {

@@ -1,8 +1,8 @@
 // Package protocol classifies the events of LLM provider streams (SPEC.md
-// §2) and accounts for their tokens (§3), for the four APIs ttfx relays:
-// OpenAI chat/completions (and legacy completions), OpenAI Responses,
-// Anthropic Messages and Gemini streamGenerateContent?alt=sse. One file per
-// API holds its wire rules; this file holds what they share.
+// §2) and accounts for their tokens (§3), for every API whose unit
+// registers a classifier (Register; internal/provider/<name>). The units
+// hold each API's wire rules; this package holds what they share and names
+// none.
 //
 // The gateway and the benchmark client run the same Stream over every event
 // of every stream, so that both sides of the wire name the same milestones:
@@ -32,10 +32,10 @@ type Kind uint16
 // least one non-whitespace character; empty or whitespace-only deltas are
 // Metadata.
 const (
-	Heartbeat Kind = 1 << iota // SSE comments, empty data, Anthropic ping, Responses keepalive
+	Heartbeat Kind = 1 << iota // SSE comments, empty data, ping and keepalive events
 	Metadata                   // role-only, empty or usage-only chunks, block and item starts, tool-call headers, signatures
 	Reasoning                  // reasoning or thinking text (also redacted/encrypted reasoning blocks)
-	Tool                       // tool/function-call argument text, whole Gemini function calls
+	Tool                       // tool/function-call argument text, whole function calls
 	Text                       // visible text (content, refusal, text deltas)
 	Done                       // a terminal marker or a finish/stop reason
 	Error                      // an in-stream error object
@@ -149,10 +149,10 @@ func (c *Counts) add(k Kind, n int) {
 }
 
 // Usage is a provider's token report. Output counts every generated token,
-// reasoning included (OpenAI completion_tokens and output_tokens, Anthropic
-// output_tokens, Gemini candidatesTokenCount + thoughtsTokenCount); Input
-// counts every prompt token, cached ones included (Anthropic input_tokens +
-// cache_creation_input_tokens + cache_read_input_tokens). A Has flag is false
+// reasoning included (completion_tokens, output_tokens, candidates plus
+// thoughts: each API's own names); Input counts every prompt token, cached
+// ones included (input plus cache creation plus cache reads where a provider
+// reports them apart). A Has flag is false
 // when the provider did not report that count.
 type Usage struct {
 	Input, Output, Reasoning          int
@@ -160,9 +160,9 @@ type Usage struct {
 }
 
 // merge lays a later report over u count by count: a report that omits a
-// count does not erase an earlier one. Only Anthropic's usage is merged
-// this way, because it splits one report across two events by design
-// (input in message_start, output in message_delta); the other APIs send
+// count does not erase an earlier one. Only an API whose classifier says
+// SplitUsage is merged this way, because it splits one report across two
+// events by design (input at the start, output at the end); the others send
 // complete, cumulative reports, and the last one replaces the earlier ones
 // whole (§2: "the last complete report wins") — see Stream.Event.
 func (u *Usage) merge(v Usage) {
@@ -375,7 +375,7 @@ func (c *Content) tokens(seen bool) Tokens {
 	// Usage gives the visible count when its output is all visible text, or
 	// all of it but the reasoning it breaks out. It cannot when the stream
 	// had tool arguments (counted in output by every provider), or
-	// reasoning that the usage lumps in with the text (Anthropic). A
+	// reasoning that the usage lumps in with the text. A
 	// reasoning count of 0 breaks nothing out: OpenAI-compatible servers
 	// fill completion_tokens_details with zeros whatever the model did
 	// (OpenRouter reports reasoning_tokens 0 beside streamed reasoning), so
@@ -564,8 +564,8 @@ func (s *Stream) Event(ev *sse.Event) Result {
 	switch {
 	case string(data) == "[DONE]":
 		// OpenAI's end marker. Compatible proxies add it to the other
-		// APIs' streams too (after a Responses, Messages or Gemini
-		// stream); wherever it comes it says the stream ended.
+		// APIs' streams too; wherever it comes it says the stream
+		// ended.
 		e.Kinds, e.End, ok = Done, true, true
 	case s.cl != nil:
 		ok = s.cl.Event(&s.c, e, ev.Type, data)
@@ -629,12 +629,12 @@ func (s *Stream) DataEvents() int { return s.events }
 func (s *Stream) Counts() Counts { return s.counts }
 
 // Usage returns the provider's usage as reported so far: the last report
-// (chat usage, a Responses response's usage, Gemini usageMetadata) whole,
-// or for Anthropic message_start's input with message_delta's output.
+// whole, or for a SplitUsage API the counts of its events merged (input
+// from the first, output from the last).
 func (s *Stream) Usage() Usage { return s.c.usage }
 
 // FinishReason returns the last finish/stop reason the stream gave
-// (finish_reason, stop_reason, Gemini finishReason — e.g.
+// (finish_reason, stop_reason, finishReason — e.g.
 // MALFORMED_FUNCTION_CALL, which ends the stream as done but with no
 // output — or a Responses status), or "". Of a chat stream with several
 // choices (n > 1) it is choice 0's (the lowest index that gave one).

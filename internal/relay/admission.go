@@ -44,7 +44,8 @@ func (x *exchange) admit() *HTTPError {
 	}
 	h := x.w.Header()
 	h.Set("Retry-After", strconv.Itoa(admission.RetrySeconds(d.RetryAfter)))
-	// The OpenAI and Anthropic SDKs read the millisecond form first.
+	// Official SDKs (OpenAI's, and others generated the same way) read the
+	// millisecond form first.
 	h.Set("Retry-After-Ms", strconv.FormatInt(max(d.RetryAfter.Milliseconds(), 1), 10))
 	h.Set("X-Ttfx-Rate-Limit", d.Limit+" "+d.Kind)
 	return &HTTPError{Code: http.StatusTooManyRequests, Msg: d.Message(), Status: record.StatusRateLimited}

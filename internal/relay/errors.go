@@ -15,7 +15,7 @@ import (
 // format; Err, if set, stays in logs and in the record's error summary.
 type HTTPError struct {
 	Code   int    // HTTP status sent to the client
-	Type   string // OpenAI/Anthropic error type, e.g. invalid_request_error
+	Type   string // error type for formats that name one, e.g. invalid_request_error; empty: from Code
 	Msg    string // message the client sees
 	Status string // terminal status of the record (record.Status…)
 	Err    error  // cause, for logs

@@ -161,7 +161,7 @@ func (r *Reader) Malformed() int { return r.malformed }
 //
 // Leniency: at io.EOF, a final line without a line end is still a line, and
 // a block with data but without its blank line is still dispatched, as the
-// official OpenAI and Anthropic SDK decoders do. A line cut in the middle
+// providers' official SDK decoders do. A line cut in the middle
 // therefore yields an event whose data does not parse, not a lost event.
 func (r *Reader) Next() (*Piece, error) {
 	for {

@@ -1,0 +1,217 @@
+// Package request builds the benchmark client's requests in the wire
+// format of each client-facing API: the Wire a run sends, and the registry
+// of the APIs it speaks, which each API's unit fills (internal/provider/<name>
+// registers its side in init). It is apart from internal/bench so that
+// the units can register with it while bench's own tests link the gateway,
+// which links the units.
+package request
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/ttfx/ttfx/internal/protocol"
+)
+
+// Wire builds the requests of a run in the wire format of its API.
+type Wire struct {
+	API    protocol.API
+	Base   *url.URL // base URL; a path ending in the API's version (/v1) is used as is
+	Model  string
+	Key    string // sent the way the API expects it; empty: none
+	Stream bool
+	// MaxTokens is the output cap (max_completion_tokens, max_output_tokens,
+	// max_tokens, maxOutputTokens); 0: none sent.
+	MaxTokens int
+	// ReasoningEffort is sent as the API names its reasoning effort (a
+	// word), or its thinking budget for a number where it has one. Empty:
+	// none sent.
+	ReasoningEffort string
+	Tools           json.RawMessage // a JSON array of tool definitions in the API's own format; nil: none
+	Sampling        Sampling
+	// UserAgent is the User-Agent header; empty: "ttfx-bench".
+	UserAgent string
+}
+
+// Sampling is the sampling settings of a run; nil: not sent.
+type Sampling struct {
+	Temperature *float64 `json:"temperature"`
+	TopP        *float64 `json:"top_p"`
+	Seed        *int64   `json:"seed"`
+}
+
+// Check reports the first setting the API cannot take.
+func (w *Wire) Check() error {
+	if w.Base == nil || (w.Base.Scheme != "http" && w.Base.Scheme != "https") || w.Base.Host == "" {
+		return errors.New("url: want an http:// or https:// base URL")
+	}
+	if strings.TrimSpace(w.Model) == "" {
+		return errors.New("model: required")
+	}
+	if w.MaxTokens < 0 {
+		return errors.New("max-tokens: must be ≥ 0")
+	}
+	a, err := Lookup(string(w.API))
+	if err != nil {
+		return err
+	}
+	if a.Check != nil {
+		return a.Check(w)
+	}
+	return nil
+}
+
+// Route returns the method and path every request of the run is sent to
+// (without the query), for the conditions.
+func (w *Wire) Route() string {
+	u := w.url()
+	return http.MethodPost + " " + u.Path
+}
+
+// url returns the endpoint URL. A query on the base URL is kept (some
+// deployments need one, such as an api-version); it is not part of Route
+// and not recorded.
+func (w *Wire) url() *url.URL {
+	u := *w.Base
+	u.Fragment, u.User = "", nil
+	q := u.Query()
+	p := w.api().Path(w, strings.TrimRight(u.Path, "/"), q)
+	if enc := q.Encode(); enc != u.Query().Encode() {
+		u.RawQuery = enc // the API added a parameter
+	}
+	u.Path, u.RawPath = p, ""
+	return &u
+}
+
+// Body returns the JSON body of a request with the prompt.
+func (w *Wire) Body(prompt string) ([]byte, error) {
+	a, err := Lookup(string(w.API))
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]any{}
+	a.Body(w, prompt, m)
+	if w.Tools != nil {
+		m["tools"] = w.Tools
+	}
+	return json.Marshal(m)
+}
+
+// NewRequest returns the HTTP request carrying body.
+func (w *Wire) NewRequest(ctx context.Context, body []byte) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url().String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	ua := w.UserAgent
+	if ua == "" {
+		ua = "ttfx-bench"
+	}
+	h.Set("User-Agent", ua)
+	if w.Stream {
+		h.Set("Accept", "text/event-stream")
+	} else {
+		h.Set("Accept", "application/json")
+	}
+	a := w.api()
+	if a.Headers != nil {
+		a.Headers(h)
+	}
+	if w.Key != "" {
+		a.Auth(h, w.Key)
+	}
+	return req, nil
+}
+
+// api returns the registered API of w, which Check found.
+func (w *Wire) api() *API {
+	if a := apis[w.API]; a != nil {
+		return a
+	}
+	// A Wire is checked before use; one that was not cannot be sent.
+	panic("request: no API unit " + string(w.API) + " (call Check first)")
+}
+
+// API is how the benchmark client speaks one client-facing API: the
+// request's URL, body and headers. The API's unit registers it (in
+// internal/provider/<name>); this package names none.
+type API struct {
+	// Name is the API's name, the --api value and the classifier its
+	// streams are read with.
+	Name protocol.API
+	// Check reports the first setting the API cannot take; nil: any.
+	Check func(w *Wire) error
+	// Path returns the endpoint's path under the base URL's path base
+	// (trimmed of its final slash), and may set query parameters.
+	Path func(w *Wire, base string, q url.Values) string
+	// Body fills the JSON body of a request with the prompt into m; the
+	// tools are added after it.
+	Body func(w *Wire, prompt string, m map[string]any)
+	// Auth sets the key (never empty) and the headers the API requires.
+	Auth func(h http.Header, key string)
+	// Headers, when set, adds the headers every request of the API
+	// carries, key or not.
+	Headers func(h http.Header)
+	// IncludeUsage is set when a stream of the API asks for its usage
+	// (recorded in the conditions).
+	IncludeUsage bool
+}
+
+// apis is filled at init time and read-only afterwards.
+var apis = map[protocol.API]*API{}
+
+// Register adds the benchmark client's side of an API. It panics on a
+// duplicate or incomplete one: registration happens in init.
+func Register(a *API) {
+	if a.Name == "" || a.Path == nil || a.Body == nil || a.Auth == nil {
+		panic("request: incomplete API " + string(a.Name))
+	}
+	if apis[a.Name] != nil {
+		panic("request: API " + string(a.Name) + " registered twice")
+	}
+	apis[a.Name] = a
+}
+
+// APIs returns the names of the APIs the client speaks, sorted.
+func APIs() []string {
+	out := make([]string, 0, len(apis))
+	for n := range apis {
+		out = append(out, string(n))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Lookup returns the API named name, or an error naming those there are.
+func Lookup(name string) (*API, error) {
+	if a := apis[protocol.API(name)]; a != nil {
+		return a, nil
+	}
+	if len(apis) == 0 {
+		return nil, fmt.Errorf("unknown api %q (no API unit is linked)", name)
+	}
+	return nil, fmt.Errorf("unknown api %q (want one of %s)", name, strings.Join(APIs(), ", "))
+}
+
+// SetSampling sets the sampling settings s in m under the API's names; an
+// empty seed name: the API takes no seed.
+func SetSampling(m map[string]any, s Sampling, temp, topP, seed string) {
+	if s.Temperature != nil {
+		m[temp] = *s.Temperature
+	}
+	if s.TopP != nil {
+		m[topP] = *s.TopP
+	}
+	if s.Seed != nil && seed != "" {
+		m[seed] = *s.Seed
+	}
+}
