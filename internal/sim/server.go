@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ttfx/ttfx/internal/auth"
 	"github.com/ttfx/ttfx/internal/tokens"
@@ -290,6 +291,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, api API, pathMode
 			return
 		}
 	}
+	if r.ContentLength > s.opts.MaxBodyBytes {
+		// Refused on what it declares, before a byte of it is read: the
+		// connection is not kept for the rest of a body never wanted.
+		w.Header().Set("Connection", "close")
+		x.fail(errorf(http.StatusRequestEntityTooLarge, fmt.Sprintf("The request body is larger than %d bytes.", s.opts.MaxBodyBytes)), "")
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -377,12 +385,45 @@ func newEncoder(api API, r *response) encoder {
 	return &chatEncoder{r: r}
 }
 
+// maxPromptCounted bounds the prompt text the simulator counts tokens of:
+// past 256 KiB it extrapolates by bytes from what it counted, as the
+// gateway's own estimate does (protocol.maxCounted). Counting the whole
+// of a 2 MiB prompt of one letter took 1.35 s and 126 MiB (issue 50);
+// bounded, any prompt costs what 256 KiB costs (BenchmarkCountPrompt).
+const maxPromptCounted = 256 << 10
+
 // countPrompt is the prompt's token count: each string on its own, so the
-// count does not depend on the order of JSON object keys.
+// count does not depend on the order of JSON object keys. The first
+// maxPromptCounted bytes are counted; the rest are estimated at the
+// tokens per byte of what was counted.
 func countPrompt(texts []string) int {
-	n := 0
+	n, counted, rest := 0, 0, 0
 	for _, t := range texts {
-		n += tokens.Count(t)
+		room := maxPromptCounted - counted
+		if len(t) <= room {
+			n += tokens.Count(t)
+			counted += len(t)
+			continue
+		}
+		if room > 0 {
+			// Cut where later text cannot change the tokens before.
+			cut := tokens.Cut([]byte(t[:room]), 0)
+			if cut == 0 {
+				cut = room
+				for cut > 0 && !utf8.RuneStart(t[cut]) {
+					cut--
+				}
+			}
+			n += tokens.Count(t[:cut])
+			counted += cut
+			rest += len(t) - cut
+			counted = max(counted, maxPromptCounted) // nothing more is counted
+			continue
+		}
+		rest += len(t)
+	}
+	if rest > 0 && counted > 0 {
+		n += int(float64(n) / float64(counted) * float64(rest))
 	}
 	return n
 }
