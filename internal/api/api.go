@@ -12,11 +12,15 @@ package api
 
 import (
 	"context"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -434,10 +438,31 @@ func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error) 
 	case errors.Is(err, context.DeadlineExceeded):
 		WriteError(w, http.StatusServiceUnavailable, TypeAPI, "the read did not finish within its deadline of "+h.opts.Timeout.String()+
 			" (waiting for its turn included); narrow the query, or retry if the store is failing over")
+	case storeUnreachable(err):
+		// The database went away after start (stopped, restarted,
+		// partitioned): the store is unavailable, not broken (SPEC §5).
+		w.Header().Set("Retry-After", "5")
+		h.log.Warn("api: the store's database cannot be reached", "path", Clip(r.URL.Path, MaxEcho), "err", err)
+		WriteError(w, http.StatusServiceUnavailable, TypeAPI, "the store's database cannot be reached now; "+
+			"records are queued meanwhile (see /api/health)")
 	default:
 		h.log.Error("api: store failed", "path", Clip(r.URL.Path, MaxEcho), "err", err)
 		WriteError(w, http.StatusInternalServerError, TypeAPI, "the store failed; see the gateway's log")
 	}
+}
+
+// storeUnreachable reports whether err says the store's database could not be
+// reached, rather than that it refused or failed the query: a dial or I/O
+// error on its connection (every driver wraps the net.Error), a
+// connection the driver found broken, or one cut mid-answer.
+func storeUnreachable(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false // a net.Error too, but the read's own deadline (answered above)
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)
 }
 
 // MaxEcho bounds client-supplied text (a path, an id) that an error message

@@ -63,6 +63,12 @@ type Config struct {
 
 	// MaxBodyBytes bounds a client's request body; 0 = DefaultMaxBodyBytes.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// BodyBudgetBytes bounds the request-body bytes held in memory at once
+	// over every request; 0 = a quarter of GOMEMLIMIT when set, at most
+	// 256 MiB. BodyBudgetPerKeyBytes is one key's share; 0 = half.
+	// A body that finds no room within a second is answered 503.
+	BodyBudgetBytes       int64 `yaml:"body_budget_bytes"`
+	BodyBudgetPerKeyBytes int64 `yaml:"body_budget_per_key_bytes"`
 	// BodyReadTimeout bounds reading a client's request body (a slow
 	// upload gets 408); 0 = 60s.
 	BodyReadTimeout Duration `yaml:"body_read_timeout"`
@@ -80,6 +86,10 @@ type Config struct {
 	// AuthFailuresPerMinute is how many failed authentications one source
 	// address may make in a minute before it is answered 429; 0 = 30.
 	AuthFailuresPerMinute int `yaml:"auth_failures_per_minute"`
+	// AuthFailureRecordsPerMinute bounds the failed authentications
+	// recorded (and logged) in a minute over every source together; the
+	// rest are counted in ttfx_auth_failures_unrecorded_total; 0 = 100.
+	AuthFailureRecordsPerMinute int `yaml:"auth_failure_records_per_minute"`
 	// UserHashKeyEnv names the variable holding the key of the keyed hash
 	// of client-sent user ids; empty: a key kept beside the store.
 	UserHashKeyEnv string `yaml:"user_hash_key_env"`

@@ -21,6 +21,14 @@ const DefaultMaxAuthFailures = 30
 // sees each of their first attempts.
 const recordedFailures = 5
 
+// DefaultAuthFailureRecords is how many failed authentications are
+// recorded (and so logged) in a minute over every source together. Per
+// source only the first recordedFailures are, but a flood from 2,000
+// addresses with 6 requests each still wrote 10,000 records and 3.7 MB of
+// log (issue 50); past this bound the failures are counted
+// (ttfx_auth_failures_unrecorded_total) and not written.
+const DefaultAuthFailureRecords = 100
+
 // maxFailSources bounds the sources tracked at once. Past it, failures from
 // new sources share one entry, so a flood from many addresses is limited as
 // one source rather than growing the table.
@@ -35,12 +43,16 @@ const maxFailSources = 1 << 14
 // key is never refused: the limit is on failing, so a shared address (NAT)
 // with one misconfigured client does not lock the others out.
 type authFailures struct {
-	max   int
-	total atomic.Uint64 // every failed authentication
-	// mu guards sources and pruned.
-	mu      sync.Mutex
-	sources map[string]*failWindow
-	pruned  int64 // the Unix minute of the last prune: one walk of a full table a minute
+	max        int
+	maxRecords int           // records a minute over every source
+	total      atomic.Uint64 // every failed authentication
+	unrecorded atomic.Uint64 // failures not recorded: past their source's few or the global bound
+	// mu guards sources, pruned and the global minute.
+	mu       sync.Mutex
+	sources  map[string]*failWindow
+	pruned   int64 // the Unix minute of the last prune: one walk of a full table a minute
+	minute   int64 // the Unix minute recorded counts
+	recorded int   // failures recorded in minute, over every source
 }
 
 // failWindow is one source's failures in its current minute.
@@ -50,11 +62,14 @@ type failWindow struct {
 	unrecorded int   // failures not recorded since the source's last record
 }
 
-func newAuthFailures(max int) *authFailures {
+func newAuthFailures(max, maxRecords int) *authFailures {
 	if max <= 0 {
 		max = DefaultMaxAuthFailures
 	}
-	return &authFailures{max: max, sources: map[string]*failWindow{}}
+	if maxRecords <= 0 {
+		maxRecords = DefaultAuthFailureRecords
+	}
+	return &authFailures{max: max, maxRecords: maxRecords, sources: map[string]*failWindow{}}
 }
 
 // failVerdict is what to do with one failed authentication.
@@ -91,11 +106,16 @@ func (a *authFailures) fail(source string, now time.Time) failVerdict {
 	}
 	w.count++
 	v := failVerdict{limited: w.count > a.max, retryAfter: time.Unix((minute+1)*60, 0).Sub(now)}
-	if w.count <= recordedFailures {
+	if a.minute != minute {
+		a.minute, a.recorded = minute, 0
+	}
+	if w.count <= recordedFailures && a.recorded < a.maxRecords {
+		a.recorded++
 		v.record, v.unrecorded = true, w.unrecorded
 		w.unrecorded = 0
 	} else {
 		w.unrecorded++
+		a.unrecorded.Add(1)
 	}
 	return v
 }
@@ -139,6 +159,11 @@ func failSource(r *http.Request) string {
 // AuthFailures returns how many requests failed authentication since the
 // gateway started, recorded or not.
 func (g *Gateway) AuthFailures() uint64 { return g.fails.total.Load() }
+
+// AuthFailuresUnrecorded returns how many of AuthFailures were counted but
+// not recorded nor logged: past the first few of their source and minute,
+// or past the bound on records a minute over every source.
+func (g *Gateway) AuthFailuresUnrecorded() uint64 { return g.fails.unrecorded.Load() }
 
 // authFailed decides what a failed authentication costs: msg is the 401's
 // message. Only the first few failures of its source and minute are

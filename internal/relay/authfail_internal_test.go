@@ -9,7 +9,7 @@ import (
 // TestAuthFailuresBounded: a flood from more sources than the table holds
 // shares one entry past the bound, and the next minute makes room again.
 func TestAuthFailuresBounded(t *testing.T) {
-	a := newAuthFailures(3)
+	a := newAuthFailures(3, 0)
 	t0 := time.Unix(1_000_000*60, 0)
 	for i := range maxFailSources + 100 {
 		a.fail("10.0."+strconv.Itoa(i), t0)

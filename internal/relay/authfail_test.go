@@ -2,6 +2,8 @@ package relay_test
 
 import (
 	"bytes"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -107,5 +109,59 @@ func TestAuthFailureFlood(t *testing.T) {
 	rec := recs.get(t, resp.Header.Get("X-Request-Id"))
 	if rec.Status != record.StatusAuthFailed || !strings.Contains(rec.Error, "195 further failed attempts") {
 		t.Fatalf("record %s %q, want it to count the 195 unrecorded failures", rec.Status, rec.Error)
+	}
+}
+
+// TestAuthFailureFloodManySources: a flood from many addresses, each
+// under its own few records, is bounded as a whole: at most
+// MaxAuthFailureRecords records a minute over every source, and the rest
+// counted (AuthFailuresUnrecorded) instead of written (issue 50: 2,000
+// addresses × 6 requests wrote 10,000 records). Each source is a real
+// address of its own: the loopback's 127.0.x.y.
+func TestAuthFailureFloodManySources(t *testing.T) {
+	up, _ := upstream(t, nil)
+	recs := newRecords()
+	clock := &steppedClock{}
+	clock.step(time.Duration(60-time.Now().Second()%60) * time.Second)
+	keys := auth.NewKeyring([]auth.Entry{{Principal: auth.Principal{Name: "client", Role: auth.RoleClient, Group: "g"}, Hash: auth.HashKey(clientKey)}})
+	const bound = 40
+	g := relay.New(relay.Options{Router: route.NewRouter([]*route.Channel{channel("o", "openai", up.URL, fastTimeouts)}, 1),
+		Keys: keys, Recorder: recs, Now: clock.now, MaxAuthFailureRecords: bound})
+	mux := http.NewServeMux()
+	g.Register(mux)
+	gw := httptest.NewServer(mux)
+	t.Cleanup(gw.Close)
+
+	const sources, each = 200, 6
+	for i := range sources {
+		local := &net.TCPAddr{IP: net.IPv4(127, 0, byte(1+i/250), byte(1+i%250))}
+		c := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: local}).DialContext}}
+		for range each {
+			req, _ := http.NewRequest("POST", gw.URL+"/v1/chat/completions", strings.NewReader(`{"model":"fast"}`))
+			req.Header.Set("Authorization", "Bearer bogus")
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 401 {
+				t.Fatalf("source %d answered %d, want 401", i, resp.StatusCode)
+			}
+		}
+		c.CloseIdleConnections()
+	}
+	time.Sleep(50 * time.Millisecond)
+	recs.mu.Lock()
+	n := len(recs.recs)
+	recs.mu.Unlock()
+	if n != bound {
+		t.Errorf("%d records of %d failures from %d sources, want the bound %d", n, sources*each, sources, bound)
+	}
+	if got := g.AuthFailures(); got != sources*each {
+		t.Errorf("counted %d failures, want %d", got, sources*each)
+	}
+	if got := g.AuthFailuresUnrecorded(); got != uint64(sources*each-bound) {
+		t.Errorf("unrecorded %d, want %d", got, sources*each-bound)
 	}
 }

@@ -68,6 +68,14 @@ type Options struct {
 	UpstreamIdleTimeout time.Duration
 	// MaxBodyBytes bounds a client's request body.
 	MaxBodyBytes int64
+	// BodyBudget bounds the request-body bytes held in memory at once
+	// over every request; 0 sizes it from the memory limit (see
+	// bodyBudgetFromMemLimit). BodyBudgetPerKey is one key's share of it;
+	// 0 is half. A body that finds no room within BodyWait (0:
+	// DefaultBodyWait) is answered 503 with Retry-After.
+	BodyBudget       int64
+	BodyBudgetPerKey int64
+	BodyWait         time.Duration
 	// MaxEventBytes bounds one SSE line or event; 0 = sse default.
 	MaxEventBytes int
 	// UserHashKey keys the hash of client-sent user ids.
@@ -79,7 +87,11 @@ type Options struct {
 	// make in a minute before it is answered 429; 0 means
 	// DefaultMaxAuthFailures.
 	MaxAuthFailures int
-	Logger          *slog.Logger
+	// MaxAuthFailureRecords is how many failed authentications are
+	// recorded in a minute over every source together; the rest are
+	// counted only. 0 means DefaultAuthFailureRecords.
+	MaxAuthFailureRecords int
+	Logger                *slog.Logger
 	// Starting, if set, counts the requests being set up (from t0 to
 	// their first output or end), for the store's writer to hold its
 	// transactions back while there are any.
@@ -125,6 +137,7 @@ type Gateway struct {
 	inflight atomic.Int64
 	log      *slog.Logger
 	fails    *authFailures
+	bodies   *bodyBudget
 	// realClock is set when the marks are taken on time.Now, so that one
 	// reading serves both a mark and a write deadline.
 	realClock bool
@@ -161,7 +174,8 @@ func New(opts Options) *Gateway {
 		opts.BodyReadTimeout = DefaultBodyReadTimeout
 	}
 	life, abort := context.WithCancel(context.Background())
-	return &Gateway{opts: opts, upstream: opts.Transport, log: opts.Logger, life: life, abort: abort, fails: newAuthFailures(opts.MaxAuthFailures), realClock: realClock}
+	return &Gateway{opts: opts, upstream: opts.Transport, log: opts.Logger, life: life, abort: abort, fails: newAuthFailures(opts.MaxAuthFailures, opts.MaxAuthFailureRecords), realClock: realClock,
+		bodies: newBodyBudget(opts.BodyBudget, opts.BodyBudgetPerKey, opts.BodyWait)}
 }
 
 // roundTrip sends an upstream request and returns its response headers. It
@@ -181,6 +195,10 @@ func (g *Gateway) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if resp == nil {
 		return nil, errNoResponse
+	}
+	if !decodeBody(resp) {
+		resp.Body.Close()
+		return nil, &unknownCodingError{coding: resp.Header.Get("Content-Encoding")}
 	}
 	return resp, nil
 }
@@ -280,6 +298,7 @@ type exchange struct {
 	skipRecord bool
 	errorNote  string
 	conn       *timedConn        // the client connection, when the server times it (TimeConns)
+	body       *lease            // the request body's part of the budget, until the prompt is let go
 	starting   bool              // counted in opts.Starting, until started
 	ticket     *admission.Ticket // the request's hold on its limits; nil when none applied
 }
@@ -379,10 +398,25 @@ func (x *exchange) prepare() *HTTPError {
 		rc := http.NewResponseController(x.w)
 		deadline := rc.SetReadDeadline(time.Now().Add(g.opts.BodyReadTimeout)) == nil
 		var err error
-		body, err = readBody(http.MaxBytesReader(x.w, x.r.Body, g.opts.MaxBodyBytes), x.r.ContentLength, g.opts.MaxBodyBytes)
+		if x.r.ContentLength > g.opts.MaxBodyBytes {
+			// Refused on what it declares, before any of it is read.
+			x.w.Header().Set("Connection", "close")
+			return &HTTPError{Code: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Msg: "the request body is larger than " + strconv.FormatInt(g.opts.MaxBodyBytes, 10) + " bytes", Status: record.StatusBadRequest}
+		}
+		x.body = g.bodies.lease(p.Name)
+		body, err = readBody(x.r.Context(), http.MaxBytesReader(x.w, x.r.Body, g.opts.MaxBodyBytes), x.r.ContentLength, g.opts.MaxBodyBytes, x.body)
 		x.tl.PhaseSince(timeline.PhaseBodyRead, start)
 		if err != nil {
 			var mbe *http.MaxBytesError
+			if errors.Is(err, errBodyBudget) {
+				// Not read: the connection cannot be reused for the
+				// next request while the rest of this body is unread.
+				x.w.Header().Set("Connection", "close")
+				x.w.Header().Set("Retry-After", "1")
+				return &HTTPError{Code: http.StatusServiceUnavailable, Type: "api_error", Status: record.StatusRateLimited, Err: err,
+					Msg: "the gateway holds as many request bodies in memory as its budget allows (" + strconv.FormatInt(g.bodies.total>>20, 10) +
+						" MiB, " + strconv.FormatInt(g.bodies.perKey>>20, 10) + " MiB per key); retry shortly"}
+			}
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				// The connection is not reused: net/http would otherwise
 				// wait for the rest of the body before answering.
@@ -417,24 +451,35 @@ func (x *exchange) prepare() *HTTPError {
 	return nil
 }
 
-// A declared Content-Length sizes a body's buffer (see readBody) up to
-// maxPrealloc, and only once firstRead bytes of it have arrived: a client
-// must send before the gateway sets memory aside for what it declared.
+// A declared Content-Length sizes a body's buffer (see readBody), once
+// firstRead bytes of it have arrived: a client must send before the
+// gateway sets memory aside for what it declared. A body of unknown length
+// starts at unknownFirst bytes, as io.ReadAll does.
 const (
-	maxPrealloc = 4 << 20
-	firstRead   = 64 << 10
+	firstRead    = 64 << 10
+	unknownFirst = 512
 )
 
-// readBody reads a request body of at most limit bytes. A declared length
-// sizes the buffer in at most two steps (firstRead, then the whole), where
-// io.ReadAll grows it step by step: for a prompt of 64 KiB that was
-// 160 KiB allocated and copied, against 64.
-func readBody(r io.Reader, declared, limit int64) ([]byte, error) {
-	if declared <= 0 || declared > min(limit, maxPrealloc) {
-		return io.ReadAll(r)
+// readBody reads a request body of at most limit bytes, counting each
+// buffer against the lease before it is made (see bodyBudget). A declared
+// length sizes the buffer in at most two steps (firstRead, then the
+// whole), where io.ReadAll grows it step by step: for a prompt of 64 KiB
+// that was 160 KiB allocated and copied, against 64; for 31 MiB, 73 MiB
+// held per body (issue 50). A body of unknown length doubles its buffer,
+// the old one counted until it is copied.
+func readBody(ctx context.Context, r io.Reader, declared, limit int64, l *lease) ([]byte, error) {
+	if declared > limit {
+		declared = -1 // MaxBytesReader stops it at the limit
 	}
-	// One byte more than declared: the read that finds the end needs room.
-	b := make([]byte, 0, min(declared+1, firstRead))
+	size := int64(unknownFirst)
+	if declared > 0 {
+		// One byte more than declared: the read that finds the end needs room.
+		size = min(declared+1, firstRead)
+	}
+	if err := l.grow(ctx, size); err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, size)
 	for {
 		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
@@ -444,13 +489,21 @@ func readBody(r io.Reader, declared, limit int64) ([]byte, error) {
 		if err != nil {
 			return b, err
 		}
-		if len(b) == cap(b) {
-			if int64(cap(b)) < declared+1 {
-				b = append(make([]byte, 0, declared+1), b...) // it is sending what it declared
-			} else {
-				b = append(b, 0)[:len(b)] // more than declared: grow as ReadAll would
-			}
+		if len(b) < cap(b) {
+			continue
 		}
+		next := 2 * int64(cap(b))
+		if declared > 0 && int64(cap(b)) < declared+1 {
+			next = declared + 1 // it is sending what it declared
+		}
+		next = max(min(next, limit+1), int64(cap(b))+unknownFirst)
+		if err := l.grow(ctx, next); err != nil {
+			return b, err
+		}
+		nb := make([]byte, len(b), next)
+		copy(nb, b)
+		l.shrink(int64(cap(b)))
+		b = nb
 	}
 }
 
@@ -486,6 +539,7 @@ func (x *exchange) started() {
 // finish takes t7 and hands the record on.
 func (x *exchange) finish() {
 	x.started()
+	x.body.release()
 	if x.committed {
 		// Headers that went out with a whole answer (an error, a body)
 		// reach the client when the handler returns.

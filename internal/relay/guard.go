@@ -29,7 +29,11 @@ func checkModel(model string) *HTTPError {
 		return badRequest("the model name is " + strconv.Itoa(len(model)) + " bytes long; at most " +
 			strconv.Itoa(MaxModelBytes) + " are accepted")
 	}
-	if !utf8.ValidString(model) || strings.ContainsFunc(model, isControl) {
+	// U+FFFD is what a JSON decoder makes of an invalid byte or a lone
+	// surrogate escape (str does): the name the client's bytes spell is
+	// not the one the gateway would route on, so it is refused, not
+	// rewritten (issue 50).
+	if !utf8.ValidString(model) || strings.ContainsFunc(model, isControl) || strings.ContainsRune(model, utf8.RuneError) {
 		return badRequest("the model name contains control characters or is not valid UTF-8")
 	}
 	return nil

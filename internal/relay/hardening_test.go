@@ -47,6 +47,11 @@ func TestClientStringsBounded(t *testing.T) {
 		{"chat 4 MiB model", "/v1/chat/completions", `{"model":"` + huge + `","messages":[]}`, `"type":"invalid_request_error"`, []string{"Authorization", "Bearer " + clientKey}},
 		{"chat 257 bytes", "/v1/chat/completions", `{"model":"` + strings.Repeat("x", relay.MaxModelBytes+1) + `"}`, `at most 256`, []string{"Authorization", "Bearer " + clientKey}},
 		{"chat control characters", "/v1/chat/completions", `{"model":"gpt\nINFO forged=1"}`, `control characters`, []string{"Authorization", "Bearer " + clientKey}},
+		// An invalid byte, and a lone surrogate escape: a decoder makes
+		// U+FFFD of each; the name is refused rather than rewritten.
+		{"chat invalid UTF-8", "/v1/chat/completions", "{\"model\":\"fa\xffst\",\"messages\":[]}", `not valid UTF-8`, []string{"Authorization", "Bearer " + clientKey}},
+		{"anthropic lone surrogate", "/v1/messages", `{"model":"fa\udc00st","max_tokens":1,"messages":[]}`, `not valid UTF-8`, []string{"X-Api-Key", clientKey}},
+		{"gemini invalid UTF-8 path", "/v1beta/models/fa%FFst:generateContent", `{"contents":[]}`, `not valid UTF-8`, []string{"X-Goog-Api-Key", clientKey}},
 		{"anthropic", "/v1/messages", `{"model":"` + huge + `","max_tokens":1}`, `{"type":"error","error":{"type":"invalid_request_error"`, []string{"X-Api-Key", clientKey}},
 		{"gemini path", "/v1beta/models/" + strings.Repeat("g", 300) + ":generateContent", `{"contents":[]}`, `"status":"INVALID_ARGUMENT"`, []string{"X-Goog-Api-Key", clientKey}},
 		{"gemini method", "/v1beta/models/fast:" + strings.Repeat("q", 100<<10), `{"contents":[]}`, `"status":"NOT_FOUND"`, []string{"X-Goog-Api-Key", clientKey}},

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http/httptest"
 	"slices"
@@ -64,29 +65,29 @@ func TestReadBody(t *testing.T) {
 		for _, tt := range []struct {
 			name     string
 			declared int64
-		}{{"exact", int64(len(body))}, {"unknown", -1}, {"declared short", 100}, {"declared long", int64(len(body)) * 3}, {"too large to size", maxPrealloc + 1}} {
+		}{{"exact", int64(len(body))}, {"unknown", -1}, {"declared short", 100}, {"declared long", int64(len(body)) * 3}, {"larger than the limit", limit + 1}} {
 			for _, r := range []io.Reader{strings.NewReader(body), iotest.HalfReader(strings.NewReader(body)), iotest.DataErrReader(strings.NewReader(body))} {
-				got, err := readBody(r, tt.declared, limit)
+				got, err := readBody(context.Background(), r, tt.declared, limit, nil)
 				if err != nil || string(got) != body {
 					t.Errorf("%d bytes, %s: read %d bytes (%v)", len(body), tt.name, len(got), err)
 				}
 			}
 		}
-		if got, _ := readBody(strings.NewReader(body), int64(len(body)), limit); cap(got) != len(body)+1 {
+		if got, _ := readBody(context.Background(), strings.NewReader(body), int64(len(body)), limit, nil); cap(got) != len(body)+1 {
 			t.Errorf("declared length: a buffer of %d bytes for a body of %d, want %d", cap(got), len(body), len(body)+1)
 		}
 	}
 	// A client that declares megabytes and sends ten bytes gets a buffer
 	// of firstRead, not of what it declared.
-	if got, _ := readBody(strings.NewReader("0123456789"), maxPrealloc, limit); cap(got) > firstRead {
-		t.Errorf("declared %d, sent 10: a buffer of %d bytes, want at most %d", maxPrealloc, cap(got), firstRead)
+	if got, _ := readBody(context.Background(), strings.NewReader("0123456789"), 4<<20, limit, nil); cap(got) > firstRead {
+		t.Errorf("declared %d, sent 10: a buffer of %d bytes, want at most %d", 4<<20, cap(got), firstRead)
 	}
 	// Nor does a length over the limit size anything.
-	if got, _ := readBody(strings.NewReader("0123456789"), 2<<20, 1<<20); cap(got) > 1<<10 {
+	if got, _ := readBody(context.Background(), strings.NewReader("0123456789"), 2<<20, 1<<20, nil); cap(got) > 1<<10 {
 		t.Errorf("declared over the limit: a buffer of %d bytes", cap(got))
 	}
 	errBroken := io.ErrUnexpectedEOF
-	if _, err := readBody(iotest.ErrReader(errBroken), 10, limit); err != errBroken {
+	if _, err := readBody(context.Background(), iotest.ErrReader(errBroken), 10, limit, nil); err != errBroken {
 		t.Errorf("a failing body: %v, want %v", err, errBroken)
 	}
 }

@@ -53,6 +53,7 @@ func (x *exchange) commit(a *attempt, stream bool) {
 	x.w.WriteHeader(a.resp.StatusCode)
 	x.committed = true
 	x.req.release()
+	x.body.release()
 }
 
 // relayStream forwards an event stream piece by piece: each complete event
@@ -475,7 +476,7 @@ func (x *exchange) relayBody(a *attempt, streamed bool) {
 			// The headers said 200 and the connection closed well, but
 			// the body is not a complete answer: the record says so.
 			x.rec.Status, x.rec.Error = status, msg
-			x.attempts[len(x.attempts)-1].Status = status
+			x.endAttempt()
 		}
 		return
 	}

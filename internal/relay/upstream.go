@@ -502,6 +502,11 @@ func (x *exchange) classifyError(a *attempt, err error, phase string) *HTTPError
 		// record says what happened in its error.
 		return &HTTPError{Code: http.StatusServiceUnavailable, Type: "api_error", Msg: "the gateway shut down before the response ended (drain timeout)", Status: record.StatusClientCancelled, Err: err}
 	}
+	var ue *unknownCodingError
+	if errors.As(err, &ue) {
+		return &HTTPError{Code: http.StatusBadGateway, Type: "api_error", Status: record.StatusUpstreamStreamError, Err: err,
+			Msg: "upstream sent its response in a content coding the gateway did not ask for and cannot decode (" + echo(ue.coding) + ")"}
+	}
 	if phase == "connect" && isHeaderTooLarge(err) {
 		return &HTTPError{Code: http.StatusBadGateway, Type: "api_error", Msg: headerTooLargeMsg, Status: record.StatusUpstreamStreamError, Err: err}
 	}

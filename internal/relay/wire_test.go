@@ -53,6 +53,9 @@ func TestNonStreamingFaults(t *testing.T) {
 				t.Fatalf("status %s (attempt %s, http %d), want %s (%d); error %q; body %.100s",
 					rec.Status, rec.Attempts[0].Status, resp.StatusCode, tt.status, tt.http, rec.Error, body)
 			}
+			if tt.status != record.StatusOK && (rec.Attempts[0].Error == "" || rec.Attempts[0].Error != rec.Error) {
+				t.Errorf("failed attempt's error %q, want the record's %q", rec.Attempts[0].Error, rec.Error)
+			}
 			if tt.model == "flaky" && (strings.Contains(rec.Error, "cannot reach") || !strings.Contains(rec.Error, "request was sent")) {
 				t.Errorf("an upstream that took the request: error %q", rec.Error)
 			}
@@ -69,8 +72,8 @@ func TestNonStreamingFaults(t *testing.T) {
 		defer junk.Close()
 		jgw, jrecs := gateway(t, channel("junk", "anthropic", junk.URL, fastTimeouts))
 		resp, _ := do(t, jgw.URL, clientKey, call{"anthropic", "any", false})
-		if rec := jrecs.get(t, resp.Header.Get("X-Request-Id")); rec.Status != record.StatusUpstreamStreamError {
-			t.Errorf("200 with body %q: status %s (%q)", body, rec.Status, rec.Error)
+		if rec := jrecs.get(t, resp.Header.Get("X-Request-Id")); rec.Status != record.StatusUpstreamStreamError || rec.Attempts[0].Error == "" {
+			t.Errorf("200 with body %q: status %s (%q), attempt's error %q", body, rec.Status, rec.Error, rec.Attempts[0].Error)
 		}
 	}
 

@@ -130,6 +130,18 @@ channels:
 		t.Errorf("writer after the outage: %+v", *h.Store.Writer)
 	}
 
+	// The database lost after start (its connections reset, new ones
+	// refused): reads are 503, as at start, not 500 (issue 50).
+	proxy.Cut()
+	for _, path := range []string{"/api/requests", "/api/stats?since=1h", "/api/stats?since=1h&label=generation_slow", "/api/requests/" + id} {
+		code, took = getJSON(t, srv.URL(), path, admin, &eb)
+		if code != 503 || took > readTimeout+time.Second {
+			t.Fatalf("%s with the database lost: %d after %v (%s), want 503", path, code, took, eb.Error.Message)
+		}
+	}
+	t.Logf("read with the database lost: %d: %s", code, eb.Error.Message)
+	proxy.Restore()
+
 	// A frozen database: the read gives up at its stated deadline.
 	proxy.Freeze()
 	code, took = getJSON(t, srv.URL(), "/api/stats?since=1h&label=generation_slow", admin, &eb)

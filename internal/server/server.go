@@ -280,20 +280,23 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		return nil, err
 	}
 	s.gw = relay.New(relay.Options{
-		Router:              s.router,
-		Keys:                s.keys,
-		Recorder:            s.recorders,
-		Diagnose:            s.rules.Diagnose,
-		Now:                 opts.Now,
-		MaxBodyBytes:        cfg.MaxBodyBytes,
-		BodyReadTimeout:     cfg.BodyReadTimeout.D(),
-		UpstreamIdleTimeout: cfg.UpstreamIdleTimeout.D(),
-		UserHashKey:         userKey,
-		MaxAuthFailures:     cfg.AuthFailuresPerMinute,
-		Logger:              s.log,
-		Tracer:              s.tracer,
-		Starting:            starting,
-		Admission:           s.limiter,
+		Router:                s.router,
+		Keys:                  s.keys,
+		Recorder:              s.recorders,
+		Diagnose:              s.rules.Diagnose,
+		Now:                   opts.Now,
+		MaxBodyBytes:          cfg.MaxBodyBytes,
+		BodyBudget:            cfg.BodyBudgetBytes,
+		BodyBudgetPerKey:      cfg.BodyBudgetPerKeyBytes,
+		BodyReadTimeout:       cfg.BodyReadTimeout.D(),
+		UpstreamIdleTimeout:   cfg.UpstreamIdleTimeout.D(),
+		UserHashKey:           userKey,
+		MaxAuthFailures:       cfg.AuthFailuresPerMinute,
+		MaxAuthFailureRecords: cfg.AuthFailureRecordsPerMinute,
+		Logger:                s.log,
+		Tracer:                s.tracer,
+		Starting:              starting,
+		Admission:             s.limiter,
 	})
 	s.gw.Register(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

@@ -79,6 +79,19 @@ func (s *Server) setupTelemetry(mux *http.ServeMux, listen string) error {
 			}
 			return s.gw.AuthFailures()
 		},
+		BodyBudget: func() telemetry.BodyBudget {
+			if s.gw == nil {
+				return telemetry.BodyBudget{}
+			}
+			b := s.gw.BodyBudget()
+			return telemetry.BodyBudget{Budget: b.Budget, InUse: b.InUse, Refused: b.Refused}
+		},
+		AuthFailuresUnrecorded: func() uint64 {
+			if s.gw == nil {
+				return 0
+			}
+			return s.gw.AuthFailuresUnrecorded()
+		},
 		Runtime: true,
 	})
 	m.RegisterRouting(s.routingStats)

@@ -118,6 +118,12 @@ type MetricsOptions struct {
 	// including those not recorded (the relay records one per source and
 	// minute).
 	AuthFailures func() uint64
+	// AuthFailuresUnrecorded returns the failed authentications counted
+	// but not recorded nor logged (past a source's few a minute, or the
+	// bound on such records a minute over every source).
+	AuthFailuresUnrecorded func() uint64
+	// BodyBudget returns the request-body budget's state.
+	BodyBudget func() BodyBudget
 	// Runtime adds the Go runtime and process metrics (go_*, process_*)
 	// that Prometheus users expect from any Go server.
 	Runtime bool
@@ -262,10 +268,38 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 			Help: "Requests that failed authentication, recorded or not (one record per source and minute is kept).",
 		}, func() float64 { return float64(f()) }))
 	}
+	if opts.AuthFailuresUnrecorded != nil {
+		f := opts.AuthFailuresUnrecorded
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ttfx_auth_failures_unrecorded_total",
+			Help: "Failed authentications counted but neither recorded nor logged: past the first few of their source and minute, or past the bound on such records a minute over every source (auth_failure_records_per_minute).",
+		}, func() float64 { return float64(f()) }))
+	}
+	if opts.BodyBudget != nil {
+		f := opts.BodyBudget
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ttfx_body_budget_bytes",
+			Help: "The most request-body bytes the gateway holds in memory at once (body_budget_bytes).",
+		}, func() float64 { return float64(f().Budget) }))
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ttfx_body_budget_in_use_bytes",
+			Help: "Request-body bytes held in memory now, counted against the budget.",
+		}, func() float64 { return float64(f().InUse) }))
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ttfx_body_budget_refused_total",
+			Help: "Requests answered 503 because their body found no room in the budget (in total or in their key's share) within the wait.",
+		}, func() float64 { return float64(f().Refused) }))
+	}
 	if opts.Runtime {
 		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return m
+}
+
+// BodyBudget is the request-body budget's state (relay.BodyBudget).
+type BodyBudget struct {
+	Budget, InUse int64
+	Refused       uint64
 }
 
 // Record observes one finished request. It runs on the request's goroutine
