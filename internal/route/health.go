@@ -30,17 +30,6 @@ const window = 5 * time.Minute
 // snapshotEvery bounds how often a channel's percentiles are recomputed.
 const snapshotEvery = 100 * time.Millisecond
 
-// maxModelKeys bounds the models tracked per channel: model names come from
-// clients, and a channel serving "*" must not grow without bound. Models
-// past it share the key OtherModel.
-const maxModelKeys = 128
-
-// maxModelLen bounds a tracked model name (a client-supplied string).
-const maxModelLen = 128
-
-// OtherModel is the model key shared by the models past maxModelKeys.
-const OtherModel = "other"
-
 // Field names a latency field of the health.
 type Field uint8
 
@@ -119,11 +108,16 @@ func (s *samples) put(at, v uint32) {
 	s.ring[i%ringSize].Store(uint64(at)<<32 | uint64(v))
 }
 
-// Health is the live health of one channel for one model. It is created by
+// Health is the live health of one channel for one of its model patterns
+// (and route) and one client group (see Router.health). It is created by
 // the router on first use and lives as long as the router.
 type Health struct {
 	Channel *Channel
-	Model   string
+	Model   string // the channel's configured pattern, not a client's name
+	Group   string // the clients' group ("" for keys without one)
+	// routeName names the route its requests took when it was made; a
+	// reload points route at the route of that name (or at none).
+	routeName string
 
 	r        *Router
 	route    atomic.Pointer[Route] // the route of Model in the current table; nil: the default (no ejection)

@@ -230,7 +230,7 @@ func (p *Plan) HedgeDone(won bool) {
 // order sorts cs by the route's strategy. The random source is locked only
 // for the draws: the latency ranks (which may compute a snapshot) are read
 // outside it.
-func (r *Router) order(t *table, rt *Route, model string, cs []*Channel) (explored bool) {
+func (r *Router) order(t *table, rt *Route, model, group string, cs []*Channel) (explored bool) {
 	strategy := StrategyPriority
 	if rt != nil {
 		strategy = rt.Strategy
@@ -248,7 +248,7 @@ func (r *Router) order(t *table, rt *Route, model string, cs []*Channel) (explor
 		}
 		rs := make([]ranked, len(cs))
 		for i, c := range cs {
-			d, ok := t.health(r, c, model).Latency(f, rt.Latency.Percentile, minLatencySamples)
+			d, ok := t.health(r, c, model, group).Latency(f, rt.Latency.Percentile, minLatencySamples)
 			rs[i] = ranked{c, ok, d.Milliseconds()}
 		}
 		// Stable over the priority order: equal ranks keep it.

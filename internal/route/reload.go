@@ -81,13 +81,7 @@ func (r *Router) Swap(channels []*Channel, routes []*Route) {
 	for _, c := range channels {
 		c.health.Range(func(_, v any) bool {
 			h := v.(*Health)
-			if h.Model == OtherModel {
-				if old := h.route.Load(); old != nil {
-					h.route.Store(byName[old.Name()])
-				}
-			} else {
-				h.route.Store(t.routeFor(h.Model))
-			}
+			h.route.Store(byName[h.routeName]) // nil when the route is gone
 			return true
 		})
 	}
@@ -178,13 +172,14 @@ func (r *Router) Uneject(name string) []string {
 		})
 	}
 	slices.Sort(models)
-	return models
+	return slices.Compact(models) // a pattern's health is kept per group
 }
 
 // ChannelModel is a channel's state for one model: its ejection and the
 // latency its route ranks it by.
 type ChannelModel struct {
-	Model    string `json:"model"`
+	Model    string `json:"model"`    // the channel's model pattern
+	Group    string `json:"group"`    // the clients' group; health is kept per group
 	Route    string `json:"route"`    // the route's model patterns; empty: the default
 	Strategy string `json:"strategy"` // of that route
 	Inflight int64  `json:"inflight"`
@@ -226,7 +221,7 @@ func (r *Router) Live() []ChannelLive {
 		cl := ChannelLive{Name: c.Name, Inflight: c.Inflight(), Op: ops[c.Name], Models: []ChannelModel{}}
 		c.health.Range(func(_, v any) bool {
 			h := v.(*Health)
-			m := ChannelModel{Model: h.Model, Strategy: string(StrategyPriority), Inflight: h.Inflight(), Milestone: string(DefFirstResponse),
+			m := ChannelModel{Model: h.Model, Group: h.Group, Strategy: string(StrategyPriority), Inflight: h.Inflight(), Milestone: string(DefFirstResponse),
 				Ejection: h.ejection(now)}
 			rt := h.route.Load()
 			if rt != nil {

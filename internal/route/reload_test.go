@@ -88,7 +88,9 @@ func TestOperatorStateAndUneject(t *testing.T) {
 	if p := r.Plan("openai", "m", ""); p.Channels[0] != b {
 		t.Fatalf("a not ejected")
 	}
-	if got := r.Uneject("a"); !slices.Equal(got, []string{"m"}) {
+	// Health is kept per configured pattern ("*": a lists no models),
+	// not per client model name (issue 50).
+	if got := r.Uneject("a"); !slices.Equal(got, []string{"*"}) {
 		t.Errorf("uneject: %v", got)
 	}
 	if p := r.Plan("openai", "m", ""); p.Channels[0] != a2 || len(p.Skipped) != 0 {

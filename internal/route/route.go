@@ -60,8 +60,7 @@ type Channel struct {
 // channelState is what outlives one configuration of a channel.
 type channelState struct {
 	inflight  atomic.Int64
-	health    sync.Map                       // model key → *Health
-	models    atomic.Int32                   // keys in health
+	health    sync.Map                       // healthKey → *Health
 	decisions [len(strategies)]atomic.Uint64 // plans that put it first, by strategy
 	op        atomic.Int32                   // the operator's OpState, read lock-free by Plan
 	identity  string
@@ -251,7 +250,7 @@ func (r *Router) Plan(protocol, model, group string) Plan {
 	if len(cs) == 0 {
 		return p
 	}
-	p.Explored = r.order(t, rt, model, cs)
+	p.Explored = r.order(t, rt, model, group, cs)
 	if p.Explored {
 		rt.explored.Add(1)
 	}
@@ -261,7 +260,7 @@ func (r *Router) Plan(protocol, model, group string) Plan {
 	var skipped []*Health
 	var skippedCh []*Channel
 	for _, c := range cs {
-		h := t.health(r, c, model)
+		h := t.health(r, c, model, group)
 		ok, probe := h.admit(now)
 		switch {
 		case !ok:
@@ -292,37 +291,64 @@ func (r *Router) Plan(protocol, model, group string) Plan {
 	return p
 }
 
-// health returns the health of c for model, creating it on first use.
-func (t *table) health(r *Router, c *Channel, model string) *Health {
-	key := modelKey(model)
+// health returns the health of c for a request for model from group,
+// creating it on first use.
+//
+// Health is keyed by what the operator configured, never by the name a
+// client sent (issue 50): the channel's model pattern that serves model
+// (its first match; "*" for a channel that lists none), the route that
+// model takes (by its name, which a reload keeps), and the client's group.
+// Keyed by the client's model name (at most 128 a channel, the rest
+// sharing one slot, never expired), 140 invented names that a channel
+// answered 503 ejected the shared slot, and another team's requests for
+// real models skipped that channel. Now the keys of a channel are at most
+// its patterns × the routes × the groups (all configured), and one group's
+// failures eject a channel for that group only: another group skips it
+// only when its own requests fail there.
+func (t *table) health(r *Router, c *Channel, model, group string) *Health {
+	pattern := c.pattern(model)
+	rt := t.routeFor(model)
+	var routeName string
+	if rt != nil {
+		routeName = rt.Name()
+	}
+	var b strings.Builder
+	b.Grow(len(pattern) + len(routeName) + len(group) + 2)
+	b.WriteString(pattern)
+	b.WriteByte(0)
+	b.WriteString(routeName)
+	b.WriteByte(0)
+	b.WriteString(group)
+	key := b.String()
 	if v, ok := c.health.Load(key); ok {
 		return v.(*Health)
 	}
-	if c.models.Load() >= maxModelKeys {
-		key = OtherModel
-		if v, ok := c.health.Load(key); ok {
-			return v.(*Health)
-		}
-	}
-	h := &Health{Channel: c, Model: key, r: r}
-	h.route.Store(t.routeFor(model))
-	v, loaded := c.health.LoadOrStore(key, h)
-	if !loaded {
-		c.models.Add(1)
-	}
+	h := &Health{Channel: c, Model: pattern, Group: group, routeName: routeName, r: r}
+	h.route.Store(rt)
+	v, _ := c.health.LoadOrStore(key, h)
 	return v.(*Health)
 }
 
-// Health returns the health of c for model (created on first use).
-func (r *Router) Health(c *Channel, model string) *Health { return r.table.Load().health(r, c, model) }
-
-// modelKey bounds a client-supplied model name before it keys health,
-// labels or views.
-func modelKey(model string) string {
-	if len(model) <= maxModelLen {
-		return model
+// pattern returns the first of c's model patterns that matches model, or
+// "*" when c lists none (it serves every model).
+func (c *Channel) pattern(model string) string {
+	for _, p := range c.Models {
+		if Match(p, model) {
+			return p
+		}
 	}
-	return strings.ToValidUTF8(model[:maxModelLen], "")
+	return "*"
+}
+
+// Health returns the health of c for model, for clients without a group
+// (created on first use).
+func (r *Router) Health(c *Channel, model string) *Health {
+	return r.table.Load().health(r, c, model, "")
+}
+
+// HealthFor returns the health of c for model and a client of group.
+func (r *Router) HealthFor(c *Channel, model, group string) *Health {
+	return r.table.Load().health(r, c, model, group)
 }
 
 // shuffleWeighted orders cs by repeated weighted draws.

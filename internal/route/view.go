@@ -10,7 +10,8 @@ import (
 // GET /api/channels/health and the dashboard show it.
 type HealthView struct {
 	Channel  string `json:"channel"`
-	Model    string `json:"model"`
+	Model    string `json:"model"`    // the channel's model pattern that served the requests
+	Group    string `json:"group"`    // the clients' group; health is kept per group
 	Route    string `json:"route"`    // the matched route's model patterns; empty: the default
 	Strategy string `json:"strategy"` // of that route
 	Inflight int64  `json:"inflight"` // attempts for this model on the channel now
@@ -68,7 +69,7 @@ func (r *Router) Report() HealthReport {
 		c.health.Range(func(_, v any) bool {
 			h := v.(*Health)
 			s := h.snapshot(true)
-			hv := HealthView{Channel: c.Name, Model: h.Model, Strategy: string(StrategyPriority), Inflight: h.Inflight(),
+			hv := HealthView{Channel: c.Name, Model: h.Model, Group: h.Group, Strategy: string(StrategyPriority), Inflight: h.Inflight(),
 				UpstreamHeaders: s.fields[FieldHeaders], FirstResponse: s.fields[FieldFirstResponse], FirstText: s.fields[FieldFirstText],
 				Counts: s.counts, Ejection: h.ejection(now)}
 			if rt := h.route.Load(); rt != nil {
@@ -87,7 +88,13 @@ func (r *Router) Report() HealthReport {
 		if c := strings.Compare(a.Channel, b.Channel); c != 0 {
 			return c
 		}
-		return strings.Compare(a.Model, b.Model)
+		if c := strings.Compare(a.Model, b.Model); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.Route, b.Route); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Group, b.Group)
 	})
 	for _, rt := range r.Routes() {
 		v := RouteView{Route: rt.Name(), Strategy: string(rt.Strategy), Decisions: rt.decisions.Load(), Explored: rt.explored.Load(), Hedging: rt.Hedge != nil}
@@ -105,14 +112,25 @@ type EjectionGauge struct {
 	Ejections      uint64
 }
 
-// Ejections returns the ejection state of every channel and model that has
-// health, for the ttfx_channel_ejected gauge and ttfx_channel_ejections_total.
+// Ejections returns the ejection state of every channel and model pattern
+// that has health, for the ttfx_channel_ejected gauge and
+// ttfx_channel_ejections_total: over its routes and groups, ejected when
+// it is ejected for any, and the sum of their ejections. The label sets
+// are the configured channels and patterns, never a client's model name.
 func (r *Router) Ejections() []EjectionGauge {
 	var out []EjectionGauge
 	for _, c := range r.Channels() {
+		at := map[string]int{}
 		c.health.Range(func(_, v any) bool {
 			h := v.(*Health)
-			out = append(out, EjectionGauge{Channel: c.Name, Model: h.Model, Ejected: h.Ejected(), Ejections: h.ejections.Load()})
+			i, ok := at[h.Model]
+			if !ok {
+				i = len(out)
+				at[h.Model] = i
+				out = append(out, EjectionGauge{Channel: c.Name, Model: h.Model})
+			}
+			out[i].Ejected = out[i].Ejected || h.Ejected()
+			out[i].Ejections += h.ejections.Load()
 			return true
 		})
 	}

@@ -107,7 +107,12 @@ routes:
 	for _, v := range rep.Channels {
 		states[v.Channel+"/"+v.Model] = v
 	}
-	d, l := states["dead/fast"], states["live/fast"]
+	// Health is kept per configured model pattern (these channels list
+	// none: "*") and group, not per client model name (issue 50).
+	d, l := states["dead/*"], states["live/*"]
+	if d.Group != "team-a" {
+		t.Errorf("dead/* group %q, want team-a", d.Group)
+	}
 	if d.State != "ejected" || d.Ejections != 1 || d.EjectedForMs <= 0 || d.Route != "fa*" || d.Strategy != "latency" {
 		t.Errorf("dead/fast = %+v", d)
 	}
@@ -123,9 +128,9 @@ routes:
 
 	_, m := get("/metrics", "")
 	for _, want := range []string{
-		`ttfx_channel_ejected{channel="dead",model="fast"} 1`,
-		`ttfx_channel_ejected{channel="live",model="fast"} 0`,
-		`ttfx_channel_ejections_total{channel="dead",model="fast"} 1`,
+		`ttfx_channel_ejected{channel="dead",model="*"} 1`,
+		`ttfx_channel_ejected{channel="live",model="*"} 0`,
+		`ttfx_channel_ejections_total{channel="dead",model="*"} 1`,
 		`ttfx_hedges_total{outcome="started"} 0`,
 		`ttfx_hedges_total{outcome="won"} 0`,
 		`ttfx_hedges_total{outcome="lost"} 0`,
@@ -141,7 +146,7 @@ routes:
 	for _, k := range []string{"admin-k", "viewer-a-k"} {
 		code, page := get("/ui/view/channels?since=1h", k)
 		admin := k == "admin-k"
-		if code != 200 || strings.Contains(string(page), `data-health-channel="dead" data-health-model="fast" data-state="ejected"`) != admin ||
+		if code != 200 || strings.Contains(string(page), `data-health-channel="dead" data-health-model="*" data-state="ejected"`) != admin ||
 			strings.Contains(string(page), `data-route="fa*"`) != admin {
 			t.Errorf("channels view for %s: %d, live routing tables shown %v, want %v", k, code, !admin, admin)
 		}
