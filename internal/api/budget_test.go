@@ -43,6 +43,17 @@ func TestReadBudget(t *testing.T) {
 	h := New(Options{Store: bs, Resolve: KeyringResolver(keyring()), Now: func() time.Time { return now }, Timeout: deadline, Concurrency: 1})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
+	// Registered after srv.Close, so it runs first: a failed check must end
+	// the test, not leave srv.Close waiting forever on a held read.
+	t.Cleanup(func() {
+		if bs.hold != nil {
+			select {
+			case <-bs.hold:
+			default:
+				close(bs.hold)
+			}
+		}
+	})
 
 	// A client that leaves: its query ends at once, not at the deadline.
 	ctx, cancel := context.WithCancel(context.Background())
