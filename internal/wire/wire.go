@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/ttfx/ttfx/internal/protocol"
@@ -140,6 +141,10 @@ type Kind struct {
 	// URL and Authorize with its static key. It runs at start and at every
 	// reload; an error refuses the configuration.
 	Open func(c ChannelConfig) (*Upstream, error)
+	// RateLimits reads the provider's rate-limit headers from an answer
+	// of any status (ratelimit.go); nil: the provider sends none, and
+	// only a 429's Retry-After is read (ReadRateLimits).
+	RateLimits func(h http.Header, now time.Time) RateLimits
 }
 
 // Setting returns the setting of k named name, or nil.

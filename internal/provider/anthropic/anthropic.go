@@ -55,6 +55,7 @@ func init() {
 			}
 		},
 		ForwardHeaders: []string{"Anthropic-Version", "Anthropic-Beta"},
+		RateLimits:     rateLimits,
 	})
 }
 

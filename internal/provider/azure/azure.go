@@ -51,6 +51,7 @@ func init() {
 		URL:            upstreamURL,
 		Settings:       settings,
 		Open:           open,
+		RateLimits:     rateLimits,
 	})
 }
 

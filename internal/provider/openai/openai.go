@@ -89,6 +89,7 @@ func init() {
 		// client's account, and with the channel's key they would not
 		// match.
 		ForwardHeaders: []string{"Openai-Beta"},
+		RateLimits:     RateLimits,
 	})
 }
 
