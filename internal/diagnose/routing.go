@@ -12,7 +12,7 @@ import (
 // channels skipped as ejected, and each attempt's role and outcome, so that
 // a hedge race or a fallback reads at a glance.
 func writeRouting(w io.Writer, rec record.Record) {
-	if len(rec.Attempts) == 0 && len(rec.SkippedEjected) == 0 {
+	if len(rec.Attempts) == 0 && len(rec.SkippedEjected) == 0 && len(rec.SkippedRateLimited) == 0 {
 		return
 	}
 	var parts []string
@@ -32,6 +32,11 @@ func writeRouting(w io.Writer, rec record.Record) {
 	fmt.Fprintf(w, "  routing: attempts %s", strings.Join(parts, "; "))
 	if len(rec.SkippedEjected) > 0 {
 		fmt.Fprintf(w, "; skipped as ejected: %s", strings.Join(rec.SkippedEjected, ", "))
+	}
+	for _, s := range rec.SkippedRateLimited {
+		// The provider's budget as its last answers told it (issue 49).
+		fmt.Fprintf(w, "; skipped for its provider budget: %s (%d %s left, %d needed, whole in %.0f ms)",
+			s.Channel, s.Remaining, s.Limit, s.Need, s.ResetMs)
 	}
 	fmt.Fprintln(w)
 }

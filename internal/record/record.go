@@ -85,6 +85,11 @@ type Record struct {
 	// SkippedEjected names the channels the route's order passed over
 	// because they were ejected as outliers; empty when none were.
 	SkippedEjected []string `json:"skipped_ejected"`
+	// SkippedRateLimited are the channels the route's order passed over
+	// because their provider's rate-limit budget, as their last answers
+	// told it, was below what the request needs (SPEC.md §5); absent when
+	// none were.
+	SkippedRateLimited []RateLimitSkip `json:"skipped_rate_limited,omitempty"`
 	// TraceID is the W3C trace id of the request's span (32 hex digits)
 	// when tracing is on; empty otherwise. An id, never content.
 	TraceID string `json:"trace_id,omitempty"`
@@ -165,9 +170,28 @@ type Attempt struct {
 	FirstResponseAtMs   timeline.Offset `json:"first_response_at_ms"`   // this attempt's t4 − t0 of the request; absent if it had none
 	TokensInput         *int            `json:"tokens_input"`           // tokens this attempt consumed, when known (a cancelled hedge's)
 	TokensOutput        *int            `json:"tokens_output"`
+	// RemainingRequests and RemainingTokens are what the provider's
+	// rate-limit headers on this attempt's answer said may still be sent
+	// on the channel's account; nil when it did not say (or no answer came).
+	RemainingRequests *int64 `json:"remaining_requests,omitempty"`
+	RemainingTokens   *int64 `json:"remaining_tokens,omitempty"`
 	// SpanID is the span id this attempt's upstream request carried in
 	// its traceparent when tracing is on; empty otherwise.
 	SpanID string `json:"span_id,omitempty"`
+}
+
+// RateLimitSkip is a channel passed over for its provider budget, with the
+// figures the decision was made on.
+type RateLimitSkip struct {
+	Channel string `json:"channel"`
+	// Limit is the budget that was short: "requests" or "tokens".
+	Limit string `json:"limit"`
+	// Remaining is what was left of it; Need what the request takes
+	// (1 request, or its prompt's estimated tokens).
+	Remaining int64 `json:"remaining"`
+	Need      int64 `json:"need"`
+	// ResetMs is how long after the decision the budget was to be whole.
+	ResetMs float64 `json:"reset_ms"`
 }
 
 // Int returns a pointer to n, for Tokens.

@@ -27,6 +27,8 @@ func (x *exchange) admit() *HTTPError {
 		x.req.mu.Lock()
 		q.Tokens = admission.PromptTokens(x.req.body)
 		x.req.mu.Unlock()
+		// Counted once: the plan's budget check reads the same figure.
+		x.need.Set(int64(q.Tokens))
 	}
 	t, d := l.Admit(x.r.Context(), q)
 	if t != nil {

@@ -301,6 +301,7 @@ type exchange struct {
 	body       *lease            // the request body's part of the budget, until the prompt is let go
 	starting   bool              // counted in opts.Starting, until started
 	ticket     *admission.Ticket // the request's hold on its limits; nil when none applied
+	need       route.Need        // what the request takes of a channel's provider budget (budget.go)
 }
 
 func (x *exchange) serve() {

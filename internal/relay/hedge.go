@@ -268,6 +268,7 @@ func (x *exchange) decide(plan *route.Plan, hr *hedgeRace) *racer {
 	x.useChannel(a.ch)
 	x.attempts = append(x.attempts, record.Attempt{Channel: a.ch.Name, Status: record.StatusOK, HTTPStatus: a.resp.StatusCode,
 		Role: winner.role, Outcome: record.OutcomeWon})
+	a.stampBudget(&x.attempts[len(x.attempts)-1])
 	x.setAttemptTiming(len(x.attempts)-1, winner.ti)
 	x.tl.Relay(winner.ti)
 	if a.authWait > 0 {
@@ -324,6 +325,7 @@ func (x *exchange) recordRacer(rc *racer, status, msg, outcome string) {
 	if rc.a.resp != nil {
 		at.HTTPStatus = rc.a.resp.StatusCode
 	}
+	rc.a.stampBudget(&at)
 	if rc.st != nil {
 		// Tokens the attempt consumed, when its usage came before it lost.
 		if t := rc.st.Tokens(); t.Source == "usage" {
@@ -365,6 +367,7 @@ func (x *exchange) runRacer(rc *racer, events chan<- raceEvent) {
 		return
 	}
 	a.resp = resp
+	x.budgetSeen(a, resp)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		status := record.StatusUpstreamHTTPError
 		if resp.StatusCode == http.StatusTooManyRequests {

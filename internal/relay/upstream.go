@@ -59,6 +59,9 @@ type attempt struct {
 	// authWait is how long building its request waited for a credential
 	// fetched on the request's path (upstream_auth_ms); 0 when cached.
 	authWait time.Duration
+	// remReq and remTok are the provider's remaining budget its answer
+	// told (budgetSeen); nil when it told none.
+	remReq, remTok *int64
 
 	// The total, header and first-output deadlines share one timer
 	// (issue 15: three runtime timers were armed per attempt, and two of
@@ -288,11 +291,12 @@ func (x *exchange) relay() {
 // in the exchange, not on relay's frame.
 func (x *exchange) plan() *route.Plan {
 	start := x.tl.Now()
-	x.route = x.g.opts.Router.Plan(x.proto, x.req.model, x.principal.Group)
+	x.route = x.g.opts.Router.PlanFor(x.proto, x.req.model, x.principal.Group, x.budgetNeed())
 	x.tl.PhaseSince(timeline.PhaseDistribution, start)
 	if len(x.route.Skipped) > 0 {
 		x.rec.SkippedEjected = x.route.Skipped
 	}
+	x.planSkips(&x.route)
 	if len(x.route.Channels) == 0 {
 		x.noChannel()
 		return nil
@@ -432,9 +436,11 @@ func (x *exchange) start(ch *route.Channel) (*attempt, *HTTPError) {
 		return a, x.attemptFailed(a, x.classifyError(a, err, "connect"))
 	}
 	a.resp = resp
+	x.budgetSeen(a, resp)
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		x.attempts = append(x.attempts, record.Attempt{Channel: ch.Name, Status: record.StatusOK, HTTPStatus: resp.StatusCode,
 			Role: x.nextRole(), Outcome: record.OutcomeWon, SpanID: a.spanID})
+		a.stampBudget(&x.attempts[len(x.attempts)-1])
 		x.setAttemptTiming(len(x.attempts)-1, a.index)
 		x.tl.Relay(a.index)
 		return a, nil
@@ -452,6 +458,7 @@ func (x *exchange) attemptFailed(a *attempt, e *HTTPError) *HTTPError {
 	if a.resp != nil {
 		at.HTTPStatus = a.resp.StatusCode
 	}
+	a.stampBudget(&at)
 	// The error's detail (TLS, DNS, proxy) goes only to the log.
 	x.g.log.Warn("upstream attempt failed", "request_id", x.rec.RequestID, "channel", a.ch.Name,
 		"status", e.Status, "http_status", at.HTTPStatus, "err", e.Err)
@@ -638,6 +645,7 @@ func (x *exchange) upstreamRequest(ctx context.Context, a *attempt) (*http.Reque
 	if kind.Authorize != nil {
 		kind.Authorize(req.Header, ch.Key)
 	}
+	x.spendBudget(ch)
 	req.Header.Set("X-Request-Id", x.rec.RequestID)
 	if t := x.g.opts.Tracer; t != nil {
 		a.spanID = t.Inject(req.Header, &x.rec)

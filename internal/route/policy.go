@@ -133,6 +133,9 @@ type Plan struct {
 	Health []*Health
 	// Skipped names the channels passed over as ejected, in order.
 	Skipped []string
+	// RateLimited are the channels passed over because their provider
+	// budget was below the request's need (budget.go), in order.
+	RateLimited []Skip
 	// Held names the channels serving the request that an operator holds
 	// out of rotation (drained or disabled); they are not in Channels.
 	Held []string

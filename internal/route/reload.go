@@ -194,6 +194,9 @@ type ChannelModel struct {
 	// EjectedUntil is when the ejection ends and a probe may start; nil
 	// unless ejected.
 	EjectedUntil *time.Time `json:"ejected_until,omitempty"`
+	// RateLimit is the provider's budget for this model as the channel's
+	// last answers told it; nil when none told one that still holds.
+	RateLimit *BudgetView `json:"rate_limit,omitempty"`
 }
 
 // ChannelLive is the live state of one configured channel.
@@ -222,7 +225,7 @@ func (r *Router) Live() []ChannelLive {
 		c.health.Range(func(_, v any) bool {
 			h := v.(*Health)
 			m := ChannelModel{Model: h.Model, Group: h.Group, Strategy: string(StrategyPriority), Inflight: h.Inflight(), Milestone: string(DefFirstResponse),
-				Ejection: h.ejection(now)}
+				Ejection: h.ejection(now), RateLimit: h.budgetView(now)}
 			rt := h.route.Load()
 			if rt != nil {
 				m.Route, m.Strategy = rt.Name(), string(rt.Strategy)

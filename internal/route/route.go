@@ -239,6 +239,14 @@ func (t *table) serving(protocol, model, group string) (out []*Channel, held []s
 // one whose ejection ends first is still tried: a route is never left
 // without a channel.
 func (r *Router) Plan(protocol, model, group string) Plan {
+	return r.PlanFor(protocol, model, group, nil)
+}
+
+// PlanFor is Plan for a request that needs need of a channel's provider
+// budget: a channel whose last answers left less than that until its
+// reset is passed over (named in RateLimited), as an ejected one is. When
+// no channel is left, the one whose budget is whole first is still tried.
+func (r *Router) PlanFor(protocol, model, group string, need *Need) Plan {
 	t := r.table.Load()
 	cs, held := t.serving(protocol, model, group)
 	rt := t.routeFor(model)
@@ -257,11 +265,21 @@ func (r *Router) Plan(protocol, model, group string) Plan {
 	now := r.since()
 	p.Channels = make([]*Channel, 0, len(cs))
 	p.Health = make([]*Health, 0, len(cs))
-	var skipped []*Health
-	var skippedCh []*Channel
+	var skipped, limited []*Health
+	var skippedCh, limitedCh []*Channel
 	for _, c := range cs {
 		h := t.health(r, c, model, group)
 		ok, probe := h.admit(now)
+		var short Skip
+		if ok {
+			// An ejected channel is named as ejected only.
+			short, ok = h.budgetAdmits(now, need)
+			if !ok {
+				limited, limitedCh = append(limited, h), append(limitedCh, c)
+				p.RateLimited = append(p.RateLimited, short)
+				continue
+			}
+		}
 		switch {
 		case !ok:
 			skipped, skippedCh = append(skipped, h), append(skippedCh, c)
@@ -274,6 +292,20 @@ func (r *Router) Plan(protocol, model, group string) Plan {
 			p.Channels = append(p.Channels, c)
 			p.Health = append(p.Health, h)
 		}
+	}
+	if len(p.Channels) == 0 && len(limited) > 0 {
+		// All out of budget (or ejected): the provider is asked anyway
+		// on the channel whose budget is whole first; its 429 then tells
+		// the client when to come back.
+		best := 0
+		for i, s := range p.RateLimited {
+			if s.Reset < p.RateLimited[best].Reset {
+				best = i
+			}
+		}
+		p.Channels = append(p.Channels, limitedCh[best])
+		p.Health = append(p.Health, limited[best])
+		p.RateLimited = slices.Delete(p.RateLimited, best, best+1)
 	}
 	if len(p.Channels) == 0 {
 		// All ejected: the least bad is the one whose ejection ends first.

@@ -29,6 +29,9 @@ type HealthView struct {
 
 	Ejection
 	EjectedForMs float64 `json:"ejected_for_ms"` // until the probe may start; 0 unless ejected
+	// RateLimit is the provider's budget as the channel's last answers
+	// told it (budget.go); nil when none told one that still holds.
+	RateLimit *BudgetView `json:"rate_limit,omitempty"`
 }
 
 // RouteView is one configured route with its decisions and hedges.
@@ -71,7 +74,7 @@ func (r *Router) Report() HealthReport {
 			s := h.snapshot(true)
 			hv := HealthView{Channel: c.Name, Model: h.Model, Group: h.Group, Strategy: string(StrategyPriority), Inflight: h.Inflight(),
 				UpstreamHeaders: s.fields[FieldHeaders], FirstResponse: s.fields[FieldFirstResponse], FirstText: s.fields[FieldFirstText],
-				Counts: s.counts, Ejection: h.ejection(now)}
+				Counts: s.counts, Ejection: h.ejection(now), RateLimit: h.budgetView(now)}
 			if rt := h.route.Load(); rt != nil {
 				hv.Route, hv.Strategy = rt.Name(), string(rt.Strategy)
 			}

@@ -55,6 +55,8 @@ var RequestTable = slices.Concat(
 	Cols(FloatCol, "max_output_gap_ms", "max_output_gap_at_ms", "request_wait_ms", "headers_sent_ms"),
 	Cols(TextCol, "trace_id", "skipped_ejected"),
 	Cols(TextCol, "upstream_model"),
+	Cols(FloatCol, "admission_wait_ms"),
+	Cols(TextCol, "skipped_rate_limited"),
 	Cols(FloatCol, "upstream_auth_ms"),
 )
 
@@ -124,8 +126,43 @@ func RequestArgs(args []any, r *record.Record) []any {
 		SpanArg(f.MaxOutputGapMs), OffsetArg(f.MaxOutputGapAtMs), SpanArg(f.RequestWaitMs), OffsetArg(f.HeadersSentMs),
 		Clean(r.TraceID, MaxNameLen), EncodeNames(r.SkippedEjected),
 		UpstreamModelArg(r),
+		SpanArg(f.AdmissionWaitMs),
+		EncodeSkips(r.SkippedRateLimited),
 		SpanArg(f.UpstreamAuthMs),
 	)
+}
+
+// EncodeSkips stores the channels skipped for their provider budget as a
+// JSON list, names cleaned and at most MaxAttempts of them.
+func EncodeSkips(skips []record.RateLimitSkip) string {
+	out := make([]record.RateLimitSkip, 0, min(len(skips), MaxAttempts))
+	for _, s := range skips[:min(len(skips), MaxAttempts)] {
+		s.Channel, s.Limit = Clean(s.Channel, MaxNameLen), Clean(s.Limit, MaxNameLen)
+		if math.IsNaN(s.ResetMs) || math.IsInf(s.ResetMs, 0) {
+			s.ResetMs = 0
+		}
+		out = append(out, s)
+	}
+	b, _ := json.Marshal(out)
+	return string(b)
+}
+
+// DecodeSkips reads what EncodeSkips stored; anything else, or an empty
+// list, is nil (the record's field is then absent).
+func DecodeSkips(s string) []record.RateLimitSkip {
+	var out []record.RateLimitSkip
+	if json.Unmarshal([]byte(s), &out) != nil || len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// Int64Arg stores a count that may be unknown.
+func Int64Arg(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
 
 // EncodeNames stores a list of configured names (channels) as a JSON array,

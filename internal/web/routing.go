@@ -2,6 +2,7 @@ package web
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/ttfx/ttfx/internal/auth"
 	"github.com/ttfx/ttfx/internal/route"
@@ -23,6 +24,9 @@ type healthRow struct {
 	Censored                        int // hedge losers' lower bounds, not in the percentiles
 	ErrorRate, TimeoutRate          string
 	Attempts                        int
+	// Budget is the provider's remaining budget ("12 requests, 3400
+	// tokens left · whole in 4.2 s"); "—" when no answer told one.
+	Budget string
 }
 
 // routeRow is one configured route.
@@ -72,6 +76,7 @@ func (h *Handler) routing(p auth.Principal, visible []Channel) (rows []healthRow
 		if v.EjectedForMs > 0 {
 			row.EjectedFor = strconv.FormatFloat(v.EjectedForMs/1000, 'f', 1, 64) + " s"
 		}
+		row.Budget = budgetText(v.RateLimit)
 		rows = append(rows, row)
 	}
 	for _, r := range rep.Routes {
@@ -83,4 +88,27 @@ func (h *Handler) routing(p auth.Principal, visible []Channel) (rows []healthRow
 		routes = append(routes, row)
 	}
 	return rows, routes
+}
+
+// budgetText is a channel's provider budget for the live table.
+func budgetText(b *route.BudgetView) string {
+	if b == nil {
+		return "—"
+	}
+	var parts []string
+	var reset float64
+	for _, d := range []struct {
+		name string
+		n    *int64
+		r    *float64
+	}{{"requests", b.RemainingRequests, b.RequestsResetMs}, {"tokens", b.RemainingTokens, b.TokensResetMs}} {
+		if d.n == nil {
+			continue
+		}
+		parts = append(parts, strconv.FormatInt(*d.n, 10)+" "+d.name)
+		if d.r != nil {
+			reset = max(reset, *d.r)
+		}
+	}
+	return strings.Join(parts, ", ") + " left · whole in " + strconv.FormatFloat(reset/1000, 'f', 1, 64) + " s"
 }

@@ -214,6 +214,13 @@ func detailRows(r *record.Record) (rows []wfRow, scale float64) {
 				parts = append(parts, p.name+" absent")
 			}
 		}
+		// A wait for the gateway's own limits (after the body, before
+		// routing) is named only when the request queued.
+		if adm, ok := r.AdmissionWaitMs.Ms(); ok {
+			local.End += adm
+			local.Sub += " + admission_wait_ms"
+			parts = slices.Insert(parts, 2, "admission wait "+ms(adm))
+		}
 		local.Text = strings.Join(parts, " · ")
 	} else {
 		local.Absent, local.Text = true, "absent"

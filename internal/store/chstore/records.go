@@ -20,7 +20,8 @@ import (
 // The attempt arrays of a requests row, parallel, in attemptArrays order.
 var attemptArrays = []string{"attempt_channel", "attempt_upstream_start_ms", "attempt_upstream_headers_ms",
 	"attempt_upstream_headers_at_ms", "attempt_status", "attempt_http_status", "attempt_error", "attempt_role",
-	"attempt_outcome", "attempt_first_response_at_ms", "attempt_tokens_input", "attempt_tokens_output"}
+	"attempt_outcome", "attempt_first_response_at_ms", "attempt_tokens_input", "attempt_tokens_output",
+	"attempt_remaining_requests", "attempt_remaining_tokens"}
 
 // chRequestColumns are the columns of a requests row as chStore writes and
 // reads them: the SQL engines' request columns, then labels, the attempt
@@ -74,6 +75,7 @@ func chRequestRow(r *record.Record, batch string) []any {
 		start, headers, headersAt, first     = make([]*float64, n), make([]*float64, n), make([]*float64, n), make([]*float64, n)
 		httpStatus                           = make([]int64, n)
 		tin, tout                            = make([]*int64, n), make([]*int64, n)
+		rreq, rtok                           = make([]*int64, n), make([]*int64, n)
 	)
 	for i := range atts {
 		a := &atts[i]
@@ -83,8 +85,9 @@ func chRequestRow(r *record.Record, batch string) []any {
 		headersAt[i], first[i] = floatPtr(store.OffsetArg(a.UpstreamHeadersAtMs)), floatPtr(store.OffsetArg(a.FirstResponseAtMs))
 		httpStatus[i] = int64(a.HTTPStatus)
 		tin[i], tout[i] = intPtr(a.TokensInput), intPtr(a.TokensOutput)
+		rreq[i], rtok[i] = a.RemainingRequests, a.RemainingTokens
 	}
-	return append(row, labels, channel, start, headers, headersAt, status, httpStatus, errs, role, outcome, first, tin, tout, batch)
+	return append(row, labels, channel, start, headers, headersAt, status, httpStatus, errs, role, outcome, first, tin, tout, rreq, rtok, batch)
 }
 
 // chQuote is s as a ClickHouse string literal. The strings quoted are
@@ -221,7 +224,8 @@ func scanCHRecord(sc scanner) (record.Record, error) {
 		channel, status, errs, role, outcome []string
 		start, headers, headersAt, first     []*float64
 		attHTTP                              []int64
-		tin, tout                            []*int64
+		tin, tout, rreq, rtok                []*int64
+		rateSkips                            string
 	)
 	f := &r.Fields
 	err := sc.Scan(
@@ -234,8 +238,9 @@ func scanCHRecord(sc scanner) (record.Record, error) {
 		&events[0], &events[1], &events[2], &events[3], &events[4], &events[5], &events[6], &events[7],
 		&events[8], &events[9],
 		&f.MaxOutputGapMs, &f.MaxOutputGapAtMs, &f.RequestWaitMs, &f.HeadersSentMs,
-		&r.TraceID, &r.SkippedEjected, &r.UpstreamModel, &f.UpstreamAuthMs, &r.Diagnosis,
+		&r.TraceID, &r.SkippedEjected, &r.UpstreamModel, &f.AdmissionWaitMs, &rateSkips, &f.UpstreamAuthMs, &r.Diagnosis,
 		&channel, &start, &headers, &headersAt, &status, &attHTTP, &errs, &role, &outcome, &first, &tin, &tout,
+		&rreq, &rtok,
 	)
 	if err != nil {
 		return r, err
@@ -256,6 +261,7 @@ func scanCHRecord(sc scanner) (record.Record, error) {
 	if r.SkippedEjected == nil {
 		r.SkippedEjected = []string{}
 	}
+	r.SkippedRateLimited = store.DecodeSkips(rateSkips)
 	if r.Diagnosis == nil {
 		r.Diagnosis = []string{}
 	}
@@ -281,6 +287,13 @@ func scanCHRecord(sc scanner) (record.Record, error) {
 		}
 		if i < len(tout) && tout[i] != nil {
 			a.TokensOutput = record.Int(int(*tout[i]))
+		}
+		// Rows written before migration 0013 have empty arrays here.
+		if i < len(rreq) {
+			a.RemainingRequests = rreq[i]
+		}
+		if i < len(rtok) {
+			a.RemainingTokens = rtok[i]
 		}
 	}
 	return r, nil

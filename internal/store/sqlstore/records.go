@@ -85,6 +85,7 @@ var attemptTable = slices.Concat(
 	store.Cols(store.TextCol, "status"), store.Cols(store.IntCol, "http_status"), store.Cols(store.TextCol, "error"),
 	store.Cols(store.TextCol, "role", "outcome"), store.Cols(store.FloatCol, "first_response_at_ms"), store.Cols(store.IntCol, "tokens_input", "tokens_output"),
 	store.Cols(store.IntCol, "timestamp_ns"),
+	store.Cols(store.IntCol, "remaining_requests", "remaining_tokens"),
 )
 
 var labelTable = slices.Concat(store.Cols(store.TextCol, "request_id"), store.Cols(store.IntCol, "position"), store.Cols(store.TextCol, "label"), store.Cols(store.IntCol, "timestamp_ns"))
@@ -157,9 +158,13 @@ func insertRecords(ctx context.Context, tx *sql.Tx, d dialect, recs []record.Rec
 // their request's timestamp_ns when stamped is false, as schema versions
 // before 4 had them (for tests of upgrades).
 func insertRecordsAs(ctx context.Context, tx *sql.Tx, d dialect, recs []record.Record, stamped bool) ([]*record.Record, error) {
-	attempts, labels := attemptTable, labelTable
+	attempts, labels, requests := attemptTable, labelTable, store.RequestTable
 	if !stamped {
-		attempts, labels = attempts[:len(attempts)-1], labels[:len(labels)-1]
+		// Schema version 2 has neither timestamp_ns nor the remaining
+		// budget in its attempts.
+		attempts, labels = attempts[:len(attempts)-3], labels[:len(labels)-1]
+		// Schema version 2 ends its requests with skipped_ejected.
+		requests = requests[:slices.IndexFunc(requests, func(c store.Column) bool { return c.Name == "skipped_ejected" })+1]
 	}
 	seen := make(map[string]bool, len(recs))
 	if d.partitioned {
@@ -177,7 +182,8 @@ func insertRecordsAs(ctx context.Context, tx *sql.Tx, d dialect, recs []record.R
 	for i := range recs {
 		if r := &recs[i]; !seen[r.RequestID] {
 			seen[r.RequestID] = true
-			reqArgs = store.RequestArgs(reqArgs, r)
+			n := len(reqArgs)
+			reqArgs = store.RequestArgs(reqArgs, r)[:n+len(requests)]
 			ids = append(ids, r.RequestID)
 		}
 	}
@@ -191,7 +197,7 @@ func insertRecordsAs(ctx context.Context, tx *sql.Tx, d dialect, recs []record.R
 	if d.partitioned {
 		conflict, returning = "", ""
 	}
-	inserted, err := insertRows(ctx, tx, d, "requests", store.RequestTable, reqArgs, conflict, returning)
+	inserted, err := insertRows(ctx, tx, d, "requests", requests, reqArgs, conflict, returning)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +224,7 @@ func insertRecordsAs(ctx context.Context, tx *sql.Tx, d dialect, recs []record.R
 				store.Clean(a.Role, store.MaxNameLen), store.Clean(a.Outcome, store.MaxNameLen), store.OffsetArg(a.FirstResponseAtMs),
 				store.IntArg(a.TokensInput), store.IntArg(a.TokensOutput))
 			if stamped {
-				attArgs = append(attArgs, r.Timestamp.UnixNano())
+				attArgs = append(attArgs, r.Timestamp.UnixNano(), store.Int64Arg(a.RemainingRequests), store.Int64Arg(a.RemainingTokens))
 			}
 		}
 		for j, l := range r.Diagnosis[:min(len(r.Diagnosis), store.MaxLabels)] {
@@ -272,7 +278,7 @@ func scanRecord(sc scanner) (record.Record, error) {
 	var r record.Record
 	var ts int64
 	var tokens [4]sql.NullInt64
-	var skipped string
+	var skipped, rateSkips string
 	f := &r.Fields
 	err := sc.Scan(
 		&r.RequestID, &ts, &r.API, &r.Route, &r.Model, &r.Group, &r.KeyName, &r.UserHash,
@@ -285,15 +291,14 @@ func scanRecord(sc scanner) (record.Record, error) {
 		&r.Events.Done, &r.Events.Error, &r.Events.Unknown,
 		&r.Inflight.Gateway, &r.Inflight.Channel,
 		&f.MaxOutputGapMs, &f.MaxOutputGapAtMs, &f.RequestWaitMs, &f.HeadersSentMs,
-		&r.TraceID, &skipped,
-		&r.UpstreamModel,
-		&f.UpstreamAuthMs,
+		&r.TraceID, &skipped, &r.UpstreamModel, &f.AdmissionWaitMs, &rateSkips, &f.UpstreamAuthMs,
 	)
 	if err != nil {
 		return r, err
 	}
 	r.SkippedEjected = store.DecodeNames(skipped)
 	store.FillUpstreamModel(&r)
+	r.SkippedRateLimited = store.DecodeSkips(rateSkips)
 	r.Timestamp = time.Unix(0, ts).UTC()
 	for i, p := range []**int{&r.Tokens.Input, &r.Tokens.Output, &r.Tokens.Reasoning, &r.Tokens.Visible} {
 		if tokens[i].Valid {
@@ -354,7 +359,8 @@ func (s *sqlStore) attach(ctx context.Context, q querier, recs []record.Record) 
 		" AND timestamp_ns <= $" + strconv.Itoa(len(recs)+2)
 
 	rows, err := q.QueryContext(ctx, `SELECT request_id, channel, upstream_start_ms, upstream_headers_ms,
-		upstream_headers_at_ms, status, http_status, error, role, outcome, first_response_at_ms, tokens_input, tokens_output
+		upstream_headers_at_ms, status, http_status, error, role, outcome, first_response_at_ms, tokens_input, tokens_output,
+		remaining_requests, remaining_tokens
 		FROM request_attempts WHERE request_id IN `+in+` ORDER BY request_id, attempt`, args...)
 	if err != nil {
 		return fmt.Errorf("read attempts: %w", err)
@@ -362,10 +368,10 @@ func (s *sqlStore) attach(ctx context.Context, q querier, recs []record.Record) 
 	for rows.Next() {
 		var id string
 		var a record.Attempt
-		var tin, tout sql.NullInt64
+		var tin, tout, rreq, rtok sql.NullInt64
 		if err := rows.Scan(&id, &a.Channel, &a.UpstreamStartMs, &a.UpstreamHeadersMs,
 			&a.UpstreamHeadersAtMs, &a.Status, &a.HTTPStatus, &a.Error,
-			&a.Role, &a.Outcome, &a.FirstResponseAtMs, &tin, &tout); err != nil {
+			&a.Role, &a.Outcome, &a.FirstResponseAtMs, &tin, &tout, &rreq, &rtok); err != nil {
 			rows.Close()
 			return fmt.Errorf("read attempts: %w", err)
 		}
@@ -374,6 +380,12 @@ func (s *sqlStore) attach(ctx context.Context, q querier, recs []record.Record) 
 		}
 		if tout.Valid {
 			a.TokensOutput = record.Int(int(tout.Int64))
+		}
+		if rreq.Valid {
+			a.RemainingRequests = &rreq.Int64
+		}
+		if rtok.Valid {
+			a.RemainingTokens = &rtok.Int64
 		}
 		if r := byID[id]; r != nil {
 			r.Attempts = append(r.Attempts, a)

@@ -145,6 +145,7 @@ func FullRecord(id string, ts time.Time) record.Record {
 			HeadersSentMs:       timeline.At(Ms(242.5)),
 			MaxOutputGapMs:      timeline.SpanOf(Ms(3500.25)),
 			MaxOutputGapAtMs:    timeline.At(Ms(9100.75)),
+			AdmissionWaitMs:     timeline.SpanOf(Ms(120.5)),
 		},
 		VisibleOutputTPS:    timeline.RateOf(55.125),
 		InterTokenLatencyMs: timeline.SpanOf(Ms(18.2)),
@@ -157,14 +158,19 @@ func FullRecord(id string, ts time.Time) record.Record {
 			{Channel: "openai-eu", UpstreamStartMs: timeline.At(Ms(1.5)), UpstreamHeadersMs: timeline.SpanOf(Ms(240.25)),
 				UpstreamHeadersAtMs: timeline.At(Ms(241.75)), Status: record.StatusOK, HTTPStatus: 200,
 				Role: record.RoleRetry, Outcome: record.OutcomeWon, FirstResponseAtMs: timeline.At(Ms(2900.5)),
-				TokensInput: record.Int(1200), TokensOutput: record.Int(380)},
+				TokensInput: record.Int(1200), TokensOutput: record.Int(380),
+				RemainingRequests: i64(4999), RemainingTokens: i64(1_998_620)},
 		},
 		Diagnosis:      []string{"response_to_text_gap", "local_overhead"},
 		SkippedEjected: []string{"openai-backup"},
-		TraceID:        "4bf92f3577b34da6a3ce929d0e0e4736",
-		UpstreamModel:  "prod-gpt4o-mini", // the channel's alias (an Azure deployment)
+		SkippedRateLimited: []record.RateLimitSkip{{Channel: "openai-us2", Limit: "tokens", Remaining: 310, Need: 1200, ResetMs: 8250.5},
+			{Channel: "openai-us3", Limit: "requests", Remaining: 0, Need: 1, ResetMs: 120}},
+		TraceID:       "4bf92f3577b34da6a3ce929d0e0e4736",
+		UpstreamModel: "prod-gpt4o-mini", // the channel's alias (an Azure deployment)
 	}
 }
+
+func i64(n int64) *int64 { return &n }
 
 // SparseRecord is a request that failed before anything happened: every
 // mark absent, no tokens, no attempts, no labels.
