@@ -51,6 +51,16 @@
 // JSON body and closes cleanly, error_event answers 500 in the protocol's
 // format, stall answers late.
 //
+// # Rate limits
+//
+// A profile's rate_limit (requests_per_minute, tokens_per_minute) is the
+// simulated provider's own limit, a bucket refilled continuously: every
+// answer carries the provider's rate-limit headers (OpenAI's
+// x-ratelimit-*, Azure's remaining counts, Anthropic's
+// anthropic-ratelimit-*; none on Gemini), and a request past the limit is
+// answered 429 in the provider's format with Retry-After, before anything
+// is served (ratelimit.go).
+//
 // # Replay
 //
 // A profile with Replay (or ReplayProfile, `ttfx sim --replay`) serves a

@@ -168,7 +168,8 @@ func writeError(w http.ResponseWriter, f errorFamily, e *apiError) {
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	if e.status == http.StatusTooManyRequests || e.status == http.StatusServiceUnavailable || e.status == 529 {
+	if (e.status == http.StatusTooManyRequests || e.status == http.StatusServiceUnavailable || e.status == 529) && h.Get("Retry-After") == "" {
+		// A profile's rate limit (ratelimit.go) has set its own.
 		h.Set("Retry-After", "1")
 	}
 	w.WriteHeader(e.status)

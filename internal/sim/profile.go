@@ -80,6 +80,9 @@ type Profile struct {
 	// ReplayGapMs is the gap between events of a replayed file that
 	// carries no timing; 0 means 10.
 	ReplayGapMs int `yaml:"replay_gap_ms"`
+	// RateLimit, when set, is the profile's own provider limit: rate-limit
+	// headers on every answer and 429s past it (ratelimit.go).
+	RateLimit *RateLimit `yaml:"rate_limit"`
 
 	recording *recording // the parsed Replay file, when loaded
 }
@@ -276,6 +279,9 @@ func (p Profile) Scale(f float64) Profile {
 
 // Validate reports the first problem that makes p unusable.
 func (p Profile) Validate() error {
+	if err := p.RateLimit.validate(); err != nil {
+		return err
+	}
 	for _, f := range []struct {
 		name string
 		v    int

@@ -120,6 +120,7 @@ type served struct {
 	base    plan
 	rec     *recording
 	recOnce sync.Once
+	limits  *limiter // the profile's RateLimit (ratelimit.go); nil: none
 }
 
 // New returns a simulator serving opts.Profiles.
@@ -139,7 +140,7 @@ func New(opts Options) *Server {
 		profiles = Builtin()
 	}
 	for name, p := range profiles {
-		sv := &served{name: name, p: p}
+		sv := &served{name: name, p: p, limits: newLimiter(p.RateLimit, s.now())}
 		if sv.err = p.Validate(); sv.err == nil {
 			sv.fault, _ = parseFault(p.Fault)
 			if p.Replay == "" && p.recording == nil {
@@ -335,6 +336,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, api API, pathMode
 		return
 	}
 	x.info.InputTokens = countPrompt(req.prompt)
+	if !x.rateLimit(sv, x.info.InputTokens+sv.p.VisibleTokens+sv.p.ReasoningTokens) {
+		return
+	}
 
 	if sv.fault.kind == faultStatus {
 		if !x.waitUntil(msDur(sv.p.HeadersMs)) {
