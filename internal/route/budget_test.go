@@ -79,9 +79,10 @@ func TestBudgetSkips(t *testing.T) {
 	if p := plan(nil); !slices.Equal(names(p.Channels), []string{"b"}) || len(p.RateLimited) != 1 || p.RateLimited[0].Channel != "a" {
 		t.Fatalf("all out of budget: planned %v, skips %+v", names(p.Channels), p.RateLimited)
 	}
-	// Another model's budget is its own.
-	if p := r.PlanFor("openai", "other", "", nil); names(p.Channels)[0] != "a" {
-		t.Fatalf("other model: planned %v", names(p.Channels))
+	// The budget is kept on the channel's health, keyed by its configured
+	// model pattern: another model of the same pattern shares it.
+	if p := r.PlanFor("openai", "other", "", nil); names(p.Channels)[0] != "b" {
+		t.Fatalf("other model of the pattern: planned %v", names(p.Channels))
 	}
 }
 
