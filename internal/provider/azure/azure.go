@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/ttfx/ttfx/internal/wire"
 )
@@ -73,19 +74,41 @@ func upstreamURL(t wire.Target) *url.URL {
 	default: // /responses, /models
 		u.Path = base + "/openai" + rest
 	}
-	q := t.Base.Query()
-	if !q.Has("api-version") {
-		v := APIVersion
-		if rest == "/responses" {
-			v = ResponsesAPIVersion
-		}
-		q.Set("api-version", v)
-	}
-	u.RawQuery = q.Encode()
+	u.RawQuery = baseQuery(t.Base.RawQuery, rest == "/responses")
 	if cq := clientQuery(t.Query); cq != "" {
 		u.RawQuery += "&" + cq
 	}
 	return u
+}
+
+// baseQueries holds the query each channel's base_url gives its requests,
+// with the default api-version when the base_url names none: [0] for the
+// deployment paths, [1] for Responses. Keyed by the base_url's query, so it
+// holds one entry per configured base_url, built on its first request
+// instead of parsed and encoded again on every one.
+var baseQueries [2]sync.Map
+
+// baseQuery is the encoded query of a base_url whose raw query is raw, with
+// api-version set to the default of the path's kind when raw has none.
+func baseQuery(raw string, responses bool) string {
+	i := 0
+	if responses {
+		i = 1
+	}
+	if v, ok := baseQueries[i].Load(raw); ok {
+		return v.(string)
+	}
+	q, _ := url.ParseQuery(raw) // as url.URL.Query: a malformed pair is dropped
+	if !q.Has("api-version") {
+		v := APIVersion
+		if responses {
+			v = ResponsesAPIVersion
+		}
+		q.Set("api-version", v)
+	}
+	enc := q.Encode()
+	baseQueries[i].Store(raw, enc)
+	return enc
 }
 
 // clientQuery is the client's query without an api-version: a client of
