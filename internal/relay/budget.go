@@ -11,8 +11,8 @@ import (
 )
 
 // Channels kept below their provider's limits (issue 49, SPEC.md §5): the
-// rate-limit headers of every answer tell the channel's health its budget
-// (route/budget.go), the plan passes over a channel whose budget is below
+// rate-limit headers of every answer tell the channel its budget for the
+// upstream model (route/budget.go), the plan passes over a channel whose budget is below
 // the request's need, and the record keeps both the figures each attempt
 // saw and the channels skipped for them.
 
@@ -54,21 +54,17 @@ func (x *exchange) planSkips(p *route.Plan) {
 // spendBudget takes the request's share of ch's budget as its attempt
 // starts.
 func (x *exchange) spendBudget(ch *route.Channel) {
-	x.g.opts.Router.HealthFor(ch, x.req.model, x.principal.Group).Spend(x.need.Counted())
+	x.g.opts.Router.Budget(ch, x.req.model).Spend(x.need.Counted())
 }
 
 // budgetSeen reads the provider's rate-limit headers on a's answer, tells
-// the channel's health, and keeps the remaining figures for a's record.
+// the channel's budget, and keeps the remaining figures for a's record.
 func (x *exchange) budgetSeen(a *attempt, resp *http.Response) {
 	l := wire.ReadRateLimits(wire.LookupKind(a.ch.Protocol), resp.StatusCode, resp.Header, x.g.opts.Now())
 	if !l.Any() {
 		return
 	}
-	h := a.h
-	if h == nil {
-		h = x.g.opts.Router.HealthFor(a.ch, x.req.model, x.principal.Group)
-	}
-	h.SeeRateLimits(l)
+	x.g.opts.Router.Budget(a.ch, x.req.model).See(l)
 	if l.Requests.Known {
 		a.remReq = &l.Requests.Remaining
 	}

@@ -5,20 +5,26 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ttfx/ttfx/internal/auth"
 	"github.com/ttfx/ttfx/internal/record"
+	"github.com/ttfx/ttfx/internal/relay"
+	"github.com/ttfx/ttfx/internal/route"
 	"github.com/ttfx/ttfx/internal/sim"
 )
 
 // TestProviderBudgetFallback: a channel near its provider's limit (the
 // simulator's own, told in the provider's rate-limit headers) is skipped
 // before the provider answers 429, and the fallback serves. For requests
-// (OpenAI and Anthropic headers) and for tokens (a prompt larger than what
-// the budget has left); each record names the skip with its figures and
-// keeps the remaining budget its attempt saw.
+// (OpenAI, Anthropic and Azure headers; Azure's tell no reset) and for
+// tokens (a prompt larger than what the budget has left); each record
+// names the skip with its figures and keeps the remaining budget its
+// attempt saw.
 func TestProviderBudgetFallback(t *testing.T) {
 	prompt := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 40) // ~400 tokens
 	for _, tc := range []struct {
@@ -32,6 +38,8 @@ func TestProviderBudgetFallback(t *testing.T) {
 		{"anthropic requests", "anthropic", "anthropic", sim.RateLimit{RequestsPerMinute: 2}, "Say hello.", 2, "requests"},
 		{"openai tokens", "chat", "openai", sim.RateLimit{TokensPerMinute: 1000}, prompt, 2, "tokens"},
 		{"anthropic tokens", "anthropic", "anthropic", sim.RateLimit{TokensPerMinute: 1000}, prompt, 2, "tokens"},
+		{"azure requests", "chat", "azure", sim.RateLimit{RequestsPerMinute: 3}, "Say hello.", 3, "requests"},
+		{"azure tokens", "chat", "azure", sim.RateLimit{TokensPerMinute: 1000}, prompt, 2, "tokens"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			limited := sim.Profile{HeadersMs: 1, TextMs: sim.Ms(2), VisibleTokens: 5, TPS: 1000, RateLimit: &tc.limit}
@@ -120,6 +128,135 @@ func TestProviderBudget429(t *testing.T) {
 	}
 	if n := len(upInfos.all()); n != 1 {
 		t.Errorf("the refusing channel saw %d requests, want 1", n)
+	}
+}
+
+// TestProviderBudgetSharedByGroups: two client groups sharing a channel
+// spend one provider budget (the provider limits the account per model,
+// not per client): with 3 requests a minute, the fourth request, whichever
+// group sends it, goes to the fallback and the provider never answers 429.
+// Two names aliased to the same upstream model share it too.
+func TestProviderBudgetSharedByGroups(t *testing.T) {
+	limited := sim.Profile{HeadersMs: 1, TextMs: sim.Ms(2), VisibleTokens: 5, TPS: 1000, RateLimit: &sim.RateLimit{RequestsPerMinute: 3}}
+	plain := sim.Profile{HeadersMs: 1, TextMs: sim.Ms(2), VisibleTokens: 5, TPS: 1000}
+	up, upInfos := upstream(t, map[string]sim.Profile{"m": limited})
+	fb, fbInfos := upstream(t, map[string]sim.Profile{"m": plain, "alias": plain})
+	primary := channel("shared", "openai", up.URL, fastTimeouts)
+	primary.Models, primary.Upstream = []string{"m", "alias"}, map[string]string{"alias": "m"}
+	fallback := channel("fallback", "openai", fb.URL, fastTimeouts)
+	fallback.Priority = 1
+	const keyB = "test-client-key-b"
+	keys := auth.NewKeyring([]auth.Entry{
+		{Principal: auth.Principal{Name: "client", Role: auth.RoleClient, Group: "team-a"}, Hash: auth.HashKey(clientKey)},
+		{Principal: auth.Principal{Name: "client-b", Role: auth.RoleClient, Group: "team-b"}, Hash: auth.HashKey(keyB)}})
+	recs := newRecords()
+	g := relay.New(relay.Options{Router: route.NewRouter([]*route.Channel{primary, fallback}, 1), Keys: keys, Recorder: recs,
+		UserHashKey: []byte("0123456789abcdef")})
+	mux := http.NewServeMux()
+	g.Register(mux)
+	gw := httptest.NewUnstartedServer(mux)
+	gw.Config.ConnContext = relay.ConnContext
+	gw.Start()
+	t.Cleanup(gw.Close)
+
+	for i, tc := range []struct{ key, model, channel string }{
+		{clientKey, "m", "shared"}, {keyB, "m", "shared"}, {keyB, "alias", "shared"},
+		{clientKey, "m", "fallback"}, {keyB, "m", "fallback"}, {keyB, "alias", "fallback"},
+	} {
+		resp, body := do(t, gw.URL, tc.key, call{api: "chat", model: tc.model})
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode, body)
+		}
+		rec := recs.get(t, resp.Header.Get("X-Request-Id"))
+		if rec.Channel != tc.channel || len(rec.Attempts) != 1 {
+			t.Fatalf("request %d (%s, %s): served by %s, attempts %+v, skipped %+v", i, rec.Group, tc.model, rec.Channel, rec.Attempts, rec.SkippedRateLimited)
+		}
+		if tc.channel == "fallback" {
+			if len(rec.SkippedRateLimited) != 1 || rec.SkippedRateLimited[0].Channel != "shared" || rec.SkippedRateLimited[0].Limit != "requests" ||
+				rec.SkippedRateLimited[0].Remaining != 0 {
+				t.Errorf("request %d (%s): skipped %+v", i, rec.Group, rec.SkippedRateLimited)
+			}
+		} else if r := rec.Attempts[0].RemainingRequests; r == nil || *r != int64(2-i) {
+			t.Errorf("request %d (%s): remaining requests %v, want %d", i, rec.Group, r, 2-i)
+		}
+	}
+	for _, in := range upInfos.all() {
+		if in.Status == http.StatusTooManyRequests {
+			t.Errorf("the provider answered 429: %+v", in)
+		}
+	}
+	if n, m := len(upInfos.all()), len(fbInfos.all()); n != 3 || m != 3 {
+		t.Errorf("the shared channel saw %d requests, the fallback %d; want 3 and 3", n, m)
+	}
+}
+
+// TestProviderBudgetGemini: Gemini tells no budget in its headers, only a
+// 429 with Retry-After once the limit is reached. That request falls back
+// at once; the next ones skip the channel until the Retry-After has passed,
+// and then it serves again.
+func TestProviderBudgetGemini(t *testing.T) {
+	// 60 a minute: the sim's Retry-After is a second.
+	limited := sim.Profile{HeadersMs: 1, TextMs: sim.Ms(2), VisibleTokens: 5, TPS: 1000, RateLimit: &sim.RateLimit{RequestsPerMinute: 60}}
+	plain := sim.Profile{HeadersMs: 1, TextMs: sim.Ms(2), VisibleTokens: 5, TPS: 1000}
+	up, upInfos := upstream(t, map[string]sim.Profile{"m": limited})
+	fb, _ := upstream(t, map[string]sim.Profile{"m": plain})
+	primary := channel("gemini-limited", "gemini", up.URL, fastTimeouts)
+	fallback := channel("fallback", "gemini", fb.URL, fastTimeouts)
+	fallback.Priority = 1
+	gw, recs := gateway(t, primary, fallback)
+	send := func() record.Record {
+		t.Helper()
+		resp, body := do(t, gw.URL, clientKey, call{api: "gemini", model: "m"})
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+		if resp.Header.Get("X-Ratelimit-Remaining-Requests") != "" {
+			t.Fatalf("a Gemini answer carried rate-limit headers: %v", resp.Header)
+		}
+		return recs.get(t, resp.Header.Get("X-Request-Id"))
+	}
+
+	// Until the limit, the channel serves and no budget is known.
+	var rec record.Record
+	served := 0
+	for served = 0; served < 200; served++ {
+		if rec = send(); rec.Channel != "gemini-limited" {
+			break
+		}
+		if a := rec.Attempts[0]; a.RemainingRequests != nil || len(rec.SkippedRateLimited) != 0 {
+			t.Fatalf("request %d: Gemini told no budget, the record has %v, %+v", served, a.RemainingRequests, rec.SkippedRateLimited)
+		}
+	}
+	if served < 60 || len(rec.Attempts) != 2 || rec.Attempts[0].Status != record.StatusRateLimited || rec.Channel != "fallback" {
+		t.Fatalf("after %d served: channel %s, attempts %+v", served, rec.Channel, rec.Attempts)
+	}
+	// The sim's Retry-After at 60 a minute: one request's refill (at most
+	// a second), in whole seconds.
+	const retryAfter = time.Second
+	if !slices.ContainsFunc(upInfos.all(), func(in sim.Info) bool { return in.Status == http.StatusTooManyRequests }) {
+		t.Fatal("the simulator answered no 429")
+	}
+	refused := time.Now()
+
+	// Within the Retry-After: skipped before the provider is asked.
+	rec = send()
+	if rec.Channel != "fallback" || len(rec.Attempts) != 1 || len(rec.SkippedRateLimited) != 1 {
+		t.Fatalf("within Retry-After: channel %s, attempts %+v, skipped %+v", rec.Channel, rec.Attempts, rec.SkippedRateLimited)
+	}
+	if s := rec.SkippedRateLimited[0]; s.Channel != "gemini-limited" || s.Limit != "requests" || s.Remaining != 0 ||
+		s.ResetMs <= 0 || s.ResetMs > float64(retryAfter/time.Millisecond) {
+		t.Errorf("skip %+v, want the requests held for at most %v", s, retryAfter)
+	}
+	n := len(upInfos.all())
+
+	// Past it, the channel is asked again (and the sim has refilled).
+	time.Sleep(time.Until(refused.Add(retryAfter + 100*time.Millisecond)))
+	rec = send()
+	if rec.Channel != "gemini-limited" || len(rec.SkippedRateLimited) != 0 {
+		t.Errorf("past Retry-After: channel %s, attempts %+v, skipped %+v", rec.Channel, rec.Attempts, rec.SkippedRateLimited)
+	}
+	if m := len(upInfos.all()); m != n+1 {
+		t.Errorf("the limited channel saw %d requests past Retry-After, want 1", m-n)
 	}
 }
 

@@ -6,7 +6,7 @@ import "strings"
 // the name its exact entry in Models maps to, else the one of the first
 // glob that matches it, else model itself (SPEC §5: the record keeps both,
 // `model` and `upstream_model`). A * in a mapped name stands for what the
-// glob's one * matched ("claude-*" → "eu.anthropic.claude-*").
+// glob's one * matched ("model-*" → "vendor.model-*").
 func (c *Channel) UpstreamModel(model string) string {
 	if len(c.Upstream) == 0 || model == "" {
 		return model

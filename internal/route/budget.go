@@ -1,6 +1,7 @@
 package route
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -8,13 +9,21 @@ import (
 	"github.com/ttfx/ttfx/internal/wire"
 )
 
-// Provider budgets (issue 49). Every answer of OpenAI, Azure and Anthropic
-// says how many requests and tokens the channel's account may still send
-// before the provider answers 429, and when each is whole again; a 429
-// says how long to wait. The gateway keeps the newest figures per channel
-// and model (the providers' limits are per model or deployment) and plans
-// around a channel whose budget is below what a request needs until its
-// reset, so that a fallback serves before the provider refuses.
+// Provider budgets (issue 49). A provider's answers may say how many
+// requests and tokens the channel's account may still send before it
+// answers 429, and when each is whole again; a 429 says how long to wait.
+// The gateway keeps the newest figures and plans around a channel whose
+// budget is below what a request needs until its reset, so that a
+// fallback serves before the provider refuses.
+//
+// A provider limits an account (or a deployment) per model, whoever sends:
+// the budget is kept per channel and upstream model (the name the channel
+// sends, after its aliases), apart from health, which is kept per client
+// group. Two groups sharing a channel spend one budget. Its keys are bounded
+// by the configuration: an exact entry of the channel's models has its own
+// (shared by the entries aliased to the same upstream name); every model a
+// glob matches shares the glob's; a channel that lists no models has one.
+// A name a client invents never makes a budget of its own.
 //
 // A plan spends the budget of the channel it tries locally (one request,
 // the request's tokens) until the answer brings the provider's own figures:
@@ -71,9 +80,15 @@ type dim struct {
 	until     time.Duration // since the router's base; past it the budget is whole
 }
 
-// budget is a Health's provider budget. set is the lock-free fast path of
-// plans: false until an answer told anything.
-type budget struct {
+// Budget is a channel's provider budget for one upstream model (or one
+// glob of its models). set is the lock-free fast path of plans: false until
+// an answer told anything. Budgets live as long as the router and survive
+// a reload with the channel's state.
+type Budget struct {
+	// Model is the upstream model (or the glob) the budget is kept for.
+	Model string
+	r     *Router
+
 	set atomic.Bool
 
 	mu       sync.Mutex // guards the rest
@@ -93,14 +108,52 @@ type Skip struct {
 	Reset time.Duration
 }
 
-// SeeRateLimits keeps what an answer of the channel said of its budget for
-// this model. A 429 leaves the requests spent until its Retry-After.
-func (h *Health) SeeRateLimits(l wire.RateLimits) {
+// budgetKey returns what c's budget for model is kept under: the upstream
+// name of model's exact entry in c's models, else the first glob that
+// matches it (as mapped by its alias), else "*" (a channel that lists no
+// models). Always a configured name, never the client's.
+func (c *Channel) budgetKey(model string) string {
+	if !strings.ContainsAny(model, "*?") {
+		for _, p := range c.Models {
+			if p == model {
+				return c.patternKey(p)
+			}
+		}
+	}
+	for _, p := range c.Models {
+		if strings.ContainsAny(p, "*?") && Match(p, model) {
+			return c.patternKey(p)
+		}
+	}
+	return "*"
+}
+
+// patternKey is the budget key of one of c's model patterns.
+func (c *Channel) patternKey(p string) string {
+	if up, ok := c.Upstream[p]; ok {
+		return up
+	}
+	return p
+}
+
+// Budget returns c's provider budget for a request for model, created on
+// first use.
+func (r *Router) Budget(c *Channel, model string) *Budget {
+	key := c.budgetKey(model)
+	if v, ok := c.budgets.Load(key); ok {
+		return v.(*Budget)
+	}
+	v, _ := c.budgets.LoadOrStore(key, &Budget{Model: key, r: r})
+	return v.(*Budget)
+}
+
+// See keeps what an answer of the channel said of its budget. A 429
+// leaves the requests spent until its Retry-After.
+func (b *Budget) See(l wire.RateLimits) {
 	if !l.Any() {
 		return
 	}
-	now := h.r.since()
-	b := &h.budget
+	now := b.r.since()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	set := func(d *dim, w wire.Budget) {
@@ -125,10 +178,9 @@ func (h *Health) SeeRateLimits(l wire.RateLimits) {
 	b.set.Store(true)
 }
 
-// budgetAdmits reports whether the channel's budget for this model holds
-// the request at now; when not, it says which dimension is short.
-func (h *Health) budgetAdmits(now time.Duration, need *Need) (Skip, bool) {
-	b := &h.budget
+// admits reports whether the budget holds the request at now; when not,
+// it says which dimension of channel's budget is short.
+func (b *Budget) admits(channel string, now time.Duration, need *Need) (Skip, bool) {
 	if !b.set.Load() {
 		return Skip{}, true
 	}
@@ -146,11 +198,11 @@ func (h *Health) budgetAdmits(now time.Duration, need *Need) (Skip, bool) {
 		return Skip{}, true
 	}
 	if b.req.known && b.req.remaining < 1 {
-		return Skip{Channel: h.Channel.Name, Limit: "requests", Remaining: b.req.remaining, Need: 1, Reset: b.req.until - now}, false
+		return Skip{Channel: channel, Limit: "requests", Remaining: b.req.remaining, Need: 1, Reset: b.req.until - now}, false
 	}
 	if b.tok.known && need != nil && b.tok.remaining < need.Bound {
 		if n := need.count(); b.tok.remaining < max(n, 1) {
-			return Skip{Channel: h.Channel.Name, Limit: "tokens", Remaining: b.tok.remaining, Need: max(n, 1), Reset: b.tok.until - now}, false
+			return Skip{Channel: channel, Limit: "tokens", Remaining: b.tok.remaining, Need: max(n, 1), Reset: b.tok.until - now}, false
 		}
 	}
 	return Skip{}, true
@@ -159,8 +211,7 @@ func (h *Health) budgetAdmits(now time.Duration, need *Need) (Skip, bool) {
 // Spend takes what a request started on the channel takes of its budget
 // (one request, tokens), until the channel's answer tells the provider's
 // own figures.
-func (h *Health) Spend(tokens int64) {
-	b := &h.budget
+func (b *Budget) Spend(tokens int64) {
 	if !b.set.Load() {
 		return
 	}
@@ -174,10 +225,13 @@ func (h *Health) Spend(tokens int64) {
 	}
 }
 
-// BudgetView is a channel's provider budget for one model as its answers
-// told it, for GET /api/channels and /api/channels/health. A dimension the
-// provider did not tell (or whose reset has passed) is null.
+// BudgetView is a channel's provider budget for one upstream model as its
+// answers told it, for GET /api/channels and /api/channels/health. A
+// dimension the provider did not tell (or whose reset has passed) is null.
 type BudgetView struct {
+	// UpstreamModel is what the budget is kept for: the upstream model
+	// of an exact entry, or a glob shared by every model it matches.
+	UpstreamModel     string `json:"upstream_model"`
 	RemainingRequests *int64 `json:"remaining_requests"`
 	LimitRequests     *int64 `json:"limit_requests,omitempty"`
 	// RequestsResetMs is how long until the requests are whole again.
@@ -189,16 +243,25 @@ type BudgetView struct {
 	SeenAgoMs float64 `json:"seen_ago_ms"`
 }
 
-// budgetView returns the channel's budget for this model at now, or nil
-// when no answer told one that still holds.
+// budgetView returns the budget of h's channel for h's model pattern at
+// now, or nil when no answer told one that still holds. It makes none.
 func (h *Health) budgetView(now time.Duration) *BudgetView {
-	b := &h.budget
+	v, ok := h.Channel.budgets.Load(h.Channel.patternKey(h.Model))
+	if !ok {
+		return nil
+	}
+	return v.(*Budget).view(now)
+}
+
+// view returns the budget at now, or nil when no answer told one that
+// still holds.
+func (b *Budget) view(now time.Duration) *BudgetView {
 	if !b.set.Load() {
 		return nil
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	v := &BudgetView{SeenAgoMs: ms(now - b.seen)}
+	v := &BudgetView{UpstreamModel: b.Model, SeenAgoMs: ms(now - b.seen)}
 	fill := func(d dim, rem, lim **int64, reset **float64) bool {
 		if !d.known || now >= d.until {
 			return false

@@ -148,8 +148,6 @@ type Health struct {
 
 	snapMu sync.Mutex // held only by the goroutine computing a snapshot
 	snap   atomic.Pointer[healthSnap]
-
-	budget budget // the provider's rate-limit budget (budget.go)
 }
 
 type ejectState uint8

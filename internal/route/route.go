@@ -61,6 +61,7 @@ type Channel struct {
 type channelState struct {
 	inflight  atomic.Int64
 	health    sync.Map                       // healthKey → *Health
+	budgets   sync.Map                       // budgetKey → *Budget (budget.go)
 	decisions [len(strategies)]atomic.Uint64 // plans that put it first, by strategy
 	op        atomic.Int32                   // the operator's OpState, read lock-free by Plan
 	identity  string
@@ -273,7 +274,7 @@ func (r *Router) PlanFor(protocol, model, group string, need *Need) Plan {
 		var short Skip
 		if ok {
 			// An ejected channel is named as ejected only.
-			short, ok = h.budgetAdmits(now, need)
+			short, ok = r.Budget(c, model).admits(c.Name, now, need)
 			if !ok {
 				limited, limitedCh = append(limited, h), append(limitedCh, c)
 				p.RateLimited = append(p.RateLimited, short)
