@@ -111,9 +111,9 @@ func (k *Keyring) Lookup(key string) (Principal, bool) {
 func (k *Keyring) Entries() []Entry { return append([]Entry(nil), *k.entries.Load()...) }
 
 // FromRequest returns the key a client presented: `Authorization: Bearer`,
-// `x-api-key`, `x-goog-api-key`, `api-key` (Azure OpenAI's SDKs: an
-// application moved behind the gateway keeps its client and sends its
-// ttfx key there) or the `key` query parameter, in that order (the headers
+// `x-api-key`, `x-goog-api-key`, `api-key` (some providers' SDKs send
+// the key there: an application moved behind the gateway keeps its client
+// and sends its ttfx key where it sent its provider's) or the `key` query parameter, in that order (the headers
 // and the query the providers' SDKs send keys in). It returns "" when
 // there is none.
 func FromRequest(r *http.Request) string {

@@ -20,9 +20,9 @@ import (
 // key's one * matched:
 //
 //	models:
-//	  gpt-4o: prod-gpt4o          # an Azure deployment
+//	  gpt-4o: prod-gpt4o          # the name of a deployment
 //	  gpt-4o-mini: ""             # served under its own name
-//	  "claude-*": "eu.anthropic.claude-*"
+//	  "claude-*": "eu.claude-*"    # a regional name
 //
 // A list may mix names with one-entry maps (`[gpt-4o-mini, {gpt-4o:
 // prod-gpt4o}]`) where the order should be written as a list. A name

@@ -568,7 +568,7 @@ func (x *exchange) upstreamRequest(ctx context.Context, a *attempt) (*http.Reque
 	up := ch.Hooks
 	path, query, _ := strings.Cut(x.req.upstreamURI, "?")
 	// The provider's name for the model (aliases): in the body, in the
-	// path, or where the kind puts it (an Azure deployment).
+	// path, or where the kind puts it (a deployment named in the URL).
 	model := ch.UpstreamModel(x.req.model)
 	if at := x.req.modelInPath; model != x.req.model && at >= 0 && at+len(x.req.model) <= len(path) {
 		path = path[:at] + model + path[at+len(x.req.model):]

@@ -15,14 +15,17 @@ package seed
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ttfx/ttfx/internal/config"
 	"github.com/ttfx/ttfx/internal/diagnose"
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/timeline"
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
 // ChannelPrefix starts the name of every channel of a seeded record.
@@ -45,6 +48,7 @@ type Generator struct {
 	i     int
 	slot  float64 // ns between consecutive records
 	users []string
+	fleet []channel
 }
 
 // New returns a generator for o.
@@ -62,9 +66,10 @@ func New(o Options) *Generator {
 		o.Rules = diagnose.New(config.Diagnosis{})
 	}
 	g := &Generator{
-		opts: o,
-		rng:  rand.New(rand.NewPCG(o.Seed, 0x7466_7866)),
-		slot: float64(o.To.Sub(o.From)) / float64(o.Records),
+		opts:  o,
+		rng:   rand.New(rand.NewPCG(o.Seed, 0x7466_7866)),
+		slot:  float64(o.To.Sub(o.From)) / float64(o.Records),
+		fleet: channels(),
 	}
 	for range 400 {
 		g.users = append(g.users, g.hex(32))
@@ -83,17 +88,23 @@ func (g *Generator) Done() bool { return g.i >= g.opts.Records }
 type channel struct {
 	name, region, provider string
 	apis                   []apiShare
-	models                 []model
-	headersMs, headersSig  float64 // log-normal median and sigma of t2 − t1
-	queueShare             float64 // share of requests queued upstream: headers ×5…×20
-	firstEventMs           float64 // t3 − t2 median
-	metadataFirst          float64 // share whose first events are metadata only (t4 − t3 grows)
-	weight                 float64
+	behaviour
 }
 
+// behaviour is how a channel's upstream answers.
+type behaviour struct {
+	headersMs, headersSig float64 // log-normal median and sigma of t2 − t1
+	queueShare            float64 // share of requests queued upstream: headers ×5…×20
+	firstEventMs          float64 // t3 − t2 median
+	metadataFirst         float64 // share whose first events are metadata only (t4 − t3 grows)
+	weight                float64
+}
+
+// apiShare is an API a channel serves, with the models it serves it with.
 type apiShare struct {
 	api, route string
 	share      float64
+	models     []model
 }
 
 type model struct {
@@ -103,35 +114,71 @@ type model struct {
 	visibleTh bool    // reasoning is streamed as events (t4 at reasoning, t5 later)
 }
 
+// The fleet is made of the registered provider kinds that give an example
+// (wire.Kind.Example): one channel each, serving the APIs of the families
+// it has example models for. The behaviours below are the fleet's, handed
+// to the channels in the kinds' order, and its models' speeds go by their
+// place in the example (the first the small fast one).
 var (
-	openaiAPIs = []apiShare{
-		{"openai.chat", "POST /v1/chat/completions", 0.6},
-		{"openai.responses", "POST /v1/responses", 0.4},
+	behaviours = []behaviour{
+		{headersMs: 320, headersSig: 0.45, queueShare: 0.01, firstEventMs: 12, weight: 0.3},
+		{headersMs: 450, headersSig: 0.5, queueShare: 0.02, firstEventMs: 8, weight: 0.25},
+		{headersMs: 600, headersSig: 0.55, queueShare: 0.02, firstEventMs: 5, metadataFirst: 0.06, weight: 0.18},
+		{headersMs: 520, headersSig: 0.8, queueShare: 0.09, firstEventMs: 20, weight: 0.15},
+		{headersMs: 380, headersSig: 0.5, queueShare: 0.02, firstEventMs: 14, weight: 0.12},
 	}
-	anthropicAPIs = []apiShare{{"anthropic", "POST /v1/messages", 1}}
-	geminiAPIs    = []apiShare{{"gemini", "POST /v1beta/models/{target}", 1}}
-
-	channels = []channel{
-		{name: "seed-openai-us", region: "us", provider: "api.openai.com", apis: openaiAPIs,
-			models:    []model{{"gpt-4o-mini", 110, 0, false}, {"gpt-4o", 65, 0, false}, {"o4-mini", 95, 2400, false}},
-			headersMs: 320, headersSig: 0.45, queueShare: 0.01, firstEventMs: 12, weight: 0.3},
-		{name: "seed-azure-east", region: "us", provider: "ttfx-east.openai.azure.com", apis: openaiAPIs,
-			models:    []model{{"gpt-4o-mini", 95, 0, false}, {"gpt-4o", 55, 0, false}},
-			headersMs: 520, headersSig: 0.8, queueShare: 0.09, firstEventMs: 20, weight: 0.15},
-		{name: "seed-openai-eu", region: "eu", provider: "eu.api.openai.com", apis: openaiAPIs,
-			models:    []model{{"gpt-4o-mini", 105, 0, false}, {"o4-mini", 90, 2600, false}},
-			headersMs: 380, headersSig: 0.5, queueShare: 0.02, firstEventMs: 14, weight: 0.12},
-		{name: "seed-anthropic-main", region: "us", provider: "api.anthropic.com", apis: anthropicAPIs,
-			models:    []model{{"claude-sonnet-4-5", 62, 1800, true}, {"claude-haiku-4-5", 140, 0, false}},
-			headersMs: 450, headersSig: 0.5, queueShare: 0.02, firstEventMs: 8, weight: 0.25},
-		{name: "seed-gemini-main", region: "us", provider: "generativelanguage.googleapis.com", apis: geminiAPIs,
-			models:    []model{{"gemini-2.5-flash", 170, 900, false}, {"gemini-2.5-pro", 75, 3800, false}},
-			headersMs: 600, headersSig: 0.55, queueShare: 0.02, firstEventMs: 5, metadataFirst: 0.06, weight: 0.18},
+	speeds = []model{
+		{tps: 140},
+		{tps: 62, thinkMs: 1800, visibleTh: true},
+		{tps: 95, thinkMs: 2400},
+		{tps: 75, thinkMs: 3800},
 	}
+	regions = []string{"us", "eu"}
 
+	fleetOnce sync.Once
+	fleet     []channel
+)
+
+// channels returns the fleet, built from the registry on first use (it is
+// complete once the program's init functions ran).
+func channels() []channel {
+	fleetOnce.Do(func() {
+		for _, k := range wire.Kinds() {
+			ex := k.Example
+			if ex.Host == "" {
+				continue
+			}
+			ch := channel{name: ChannelPrefix + k.Name + "-main", provider: ex.Host,
+				region: regions[len(fleet)%len(regions)], behaviour: behaviours[len(fleet)%len(behaviours)]}
+			for _, a := range wire.APIs() {
+				names := ex.Models[a.Family]
+				// The APIs with a stream format of their own: not legacy
+				// completions (read as chat), embeddings or model lists.
+				if len(names) == 0 || string(a.Stream) != a.Name || len(a.Endpoints) == 0 || !slices.Contains(k.Families, a.Family) {
+					continue
+				}
+				ms := make([]model, len(names))
+				for i, n := range names {
+					ms[i] = speeds[i%len(speeds)]
+					ms[i].name = n
+				}
+				ch.apis = append(ch.apis, apiShare{api: a.Name, route: a.Endpoints[0].Pattern, share: 1, models: ms})
+			}
+			if len(ch.apis) > 0 {
+				fleet = append(fleet, ch)
+			}
+		}
+	})
+	if len(fleet) == 0 {
+		panic("seed: no linked provider kind gives an example channel (link internal/provider/all)")
+	}
+	return fleet
+}
+
+var (
 	// backup is where failed primaries are retried.
 	backup = channel{name: "seed-openrouter-backup", region: "eu", provider: "openrouter.ai",
-		headersMs: 700, headersSig: 0.6, firstEventMs: 25}
+		behaviour: behaviour{headersMs: 700, headersSig: 0.6, firstEventMs: 25}}
 
 	groups = []struct {
 		name string
@@ -183,9 +230,9 @@ func (g *Generator) Next() record.Record {
 	if g.rng.Float64() < 0.3 {
 		r.UserHash = g.users[g.rng.IntN(len(g.users))]
 	}
-	ch := channels[g.pick(len(channels), func(k int) float64 { return channels[k].weight })]
+	ch := g.fleet[g.pick(len(g.fleet), func(k int) float64 { return g.fleet[k].weight })]
 	a := ch.apis[g.pick(len(ch.apis), func(k int) float64 { return ch.apis[k].share })]
-	m := ch.models[g.rng.IntN(len(ch.models))]
+	m := a.models[g.rng.IntN(len(a.models))]
 	r.API, r.Route, r.Model = a.api, a.route, m.name
 	r.Inflight = record.Inflight{Gateway: 1 + g.rng.IntN(60), Channel: 1 + g.rng.IntN(15)}
 
@@ -252,7 +299,7 @@ func (g *Generator) fill(r *record.Record, ch channel, m model, status string) {
 		attempts = append(attempts, failed)
 		start += g.logn(40, 0.5) // back-off and the failed try
 		r.Channel, r.Region, r.Provider = backup.name, backup.region, backup.provider
-		ch = channel{name: backup.name, headersMs: backup.headersMs, headersSig: backup.headersSig, firstEventMs: backup.firstEventMs}
+		ch = channel{name: backup.name, behaviour: behaviour{headersMs: backup.headersMs, headersSig: backup.headersSig, firstEventMs: backup.firstEventMs}}
 		f.UpstreamStartMs = timeline.At(start)
 	}
 	switch status {

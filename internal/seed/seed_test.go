@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/ttfx/ttfx/internal/diagnose"
+	_ "github.com/ttfx/ttfx/internal/provider/all"
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/store"
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
 func TestRecordsArePlausible(t *testing.T) {
@@ -98,6 +100,13 @@ func TestRecordsArePlausible(t *testing.T) {
 	}
 	if len(dims["channel"]) < 6 || len(dims["model"]) < 7 || len(dims["group"]) < 4 || len(dims["api"]) != 4 {
 		t.Errorf("too little variety: %v", dims)
+	}
+	// The fleet is the registry's: a channel for every kind with an
+	// example, each serving an API of the kind's families.
+	for _, k := range wire.Kinds() {
+		if k.Example.Host != "" && !dims["channel"][ChannelPrefix+k.Name+"-main"] {
+			t.Errorf("no record of kind %s's example channel: %v", k.Name, dims["channel"])
+		}
 	}
 	t.Logf("statuses %v\nlabels %v", statuses, labels)
 }

@@ -37,8 +37,8 @@ type Budget struct {
 // Any reports whether the answer told anything of the budget.
 func (l RateLimits) Any() bool { return l.Requests.Known || l.Tokens.Known || l.RetryAfter > 0 }
 
-// RetryAfter reads Retry-After-Ms (milliseconds, which OpenAI, Azure and
-// Anthropic send beside it) or Retry-After (whole seconds, or an HTTP date
+// RetryAfter reads Retry-After-Ms (milliseconds, which several providers
+// send beside it) or Retry-After (whole seconds, or an HTTP date
 // after now); 0 when neither says anything usable. Values are bounded to a
 // day: a header cannot hold a channel out of rotation for longer.
 func RetryAfter(h http.Header, now time.Time) time.Duration {
@@ -69,8 +69,8 @@ const maxReset = int64(24 * time.Hour)
 func bound(d time.Duration) time.Duration { return min(max(d, 0), time.Duration(maxReset)) }
 
 // HeaderCount reads a non-negative count header ("59"); ok is false when
-// it is absent or not a count. A negative count is no count: Azure sends
-// -1 where a limit does not apply.
+// it is absent or not a count. A negative count is no count: a provider may
+// send -1 where a limit does not apply.
 func HeaderCount(h http.Header, name string) (int64, bool) {
 	v := strings.TrimSpace(h.Get(name))
 	if v == "" || len(v) > 20 {
@@ -101,8 +101,8 @@ func HeaderDuration(h http.Header, name string) time.Duration {
 	return bound(d)
 }
 
-// HeaderTime reads a reset given as an RFC 3339 time, as Anthropic sends
-// it ("2025-04-01T12:00:05Z"), as the time from now; 0 when absent,
+// HeaderTime reads a reset given as an RFC 3339 time, as some providers
+// send it ("2025-04-01T12:00:05Z"), as the time from now; 0 when absent,
 // malformed or past.
 func HeaderTime(h http.Header, name string, now time.Time) time.Duration {
 	v := strings.TrimSpace(h.Get(name))

@@ -51,7 +51,7 @@ type Upstream struct {
 	// URL builds the upstream URL of a request (the model into the path,
 	// the project and location of the channel).
 	URL func(t Target) *url.URL
-	// Body rewrites the request body for the upstream ("anthropic_version"
+	// Body rewrites the request body for the upstream (a version member
 	// added, "model" dropped when the URL carries it). It must not modify
 	// body, which later attempts send again, and returns the body to send.
 	// An error fails the attempt as a request the gateway could not build.

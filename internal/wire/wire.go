@@ -1,6 +1,6 @@
 // Package wire is the registry of the units that know a provider: the
 // client-facing APIs a client may speak to the gateway (OpenAI chat,
-// Responses, Anthropic Messages, …) and the upstream provider kinds a
+// Responses, …) and the upstream provider kinds a
 // channel reaches. Each unit lives in its own package under
 // internal/provider and registers itself here in an init function; the
 // relay, the configuration, the routing and the telemetry ask this
@@ -31,7 +31,7 @@ type API struct {
 	// Name is the record's api ("openai.chat").
 	Name string
 	// Family is the protocol family a channel must speak to serve the API
-	// ("openai", "anthropic", …): a channel's kind serves families, not
+	// ("openai", …): a channel's kind serves families, not
 	// single APIs. It also names the error format the API's clients read.
 	Family string
 	// Endpoints are the gateway routes of the API.
@@ -145,6 +145,17 @@ type Kind struct {
 	// of any status (ratelimit.go); nil: the provider sends none, and
 	// only a 429's Retry-After is read (ReadRateLimits).
 	RateLimits func(h http.Header, now time.Time) RateLimits
+	// Example is what a channel of the kind looks like, for synthetic
+	// records (internal/seed) and documentation; zero: none.
+	Example Example
+}
+
+// Example shows a channel of a kind: the host of the provider's public
+// endpoint and, by API family, a few model names it serves (the first the
+// busiest, as a fleet's small fast model is).
+type Example struct {
+	Host   string
+	Models map[string][]string
 }
 
 // Setting returns the setting of k named name, or nil.
@@ -164,7 +175,7 @@ type Target struct {
 	Query  string   // the client's query, any key removed
 	Model  string   // the model the request is for (in a deployment's name for some kinds)
 	Stream bool     // the client asked for a stream (some kinds name it in the URL)
-	Family string   // the client API's family ("anthropic"): what the body speaks
+	Family string   // the client API's family ("openai"): what the body speaks
 }
 
 var (

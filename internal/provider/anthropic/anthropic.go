@@ -56,6 +56,7 @@ func init() {
 		},
 		ForwardHeaders: []string{"Anthropic-Version", "Anthropic-Beta"},
 		RateLimits:     rateLimits,
+		Example:        wire.Example{Host: "api.anthropic.com", Models: map[string][]string{Family: {"claude-haiku-4-5", "claude-sonnet-4-5"}}},
 	})
 }
 

@@ -53,6 +53,7 @@ func init() {
 		Settings:       settings,
 		Open:           open,
 		RateLimits:     rateLimits,
+		Example:        wire.Example{Host: "ttfx-east.openai.azure.com", Models: map[string][]string{"openai": {"gpt-4o-mini", "gpt-4o"}}},
 	})
 }
 

@@ -58,6 +58,7 @@ func init() {
 		Authorize:      func(h http.Header, key string) { h.Set("X-Goog-Api-Key", key) },
 		ForwardHeaders: []string{"X-Goog-Api-Client"},
 		URL:            upstreamURL,
+		Example:        wire.Example{Host: "generativelanguage.googleapis.com", Models: map[string][]string{Family: {"gemini-2.5-flash", "gemini-2.5-pro"}}},
 	})
 }
 

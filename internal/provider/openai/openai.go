@@ -90,6 +90,7 @@ func init() {
 		// match.
 		ForwardHeaders: []string{"Openai-Beta"},
 		RateLimits:     RateLimits,
+		Example:        wire.Example{Host: "api.openai.com", Models: map[string][]string{Family: {"gpt-4o-mini", "gpt-4o", "o4-mini"}}},
 	})
 }
 

@@ -69,6 +69,8 @@ func init() {
 		},
 		DefaultBaseURL: defaultBaseURL,
 		Open:           open,
+		Example: wire.Example{Host: "us-east5-aiplatform.googleapis.com", Models: map[string][]string{
+			gemini.Family: {"gemini-2.5-flash"}, anthropic.Family: {"claude-sonnet-4-5"}}},
 	})
 }
 

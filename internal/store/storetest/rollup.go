@@ -58,7 +58,7 @@ func RandomRecords(rng *rand.Rand, n, days int, d Distribution) []record.Record 
 		r := record.Record{
 			RequestID: fmt.Sprintf("req-%s-%07d", d.Name, i),
 			Timestamp: RollupBase.Add(time.Duration(rng.Int64N(span))),
-			API:       []string{"openai.chat", "anthropic"}[rng.IntN(2)],
+			API:       []string{"openai.chat", "openai.responses"}[rng.IntN(2)],
 			Model:     []string{"m-a", "m-b", "m-c"}[rng.IntN(3)],
 			Channel:   []string{"ch-1", "ch-2"}[rng.IntN(2)],
 			Group:     []string{"g-1", "g-2"}[rng.IntN(2)],

@@ -166,7 +166,7 @@ func FullRecord(id string, ts time.Time) record.Record {
 		SkippedRateLimited: []record.RateLimitSkip{{Channel: "openai-us2", Limit: "tokens", Remaining: 310, Need: 1200, ResetMs: 8250.5},
 			{Channel: "openai-us3", Limit: "requests", Remaining: 0, Need: 1, ResetMs: 120}},
 		TraceID:       "4bf92f3577b34da6a3ce929d0e0e4736",
-		UpstreamModel: "prod-gpt4o-mini", // the channel's alias (an Azure deployment)
+		UpstreamModel: "prod-gpt4o-mini", // the channel's alias (a deployment's name)
 	}
 }
 
@@ -176,7 +176,7 @@ func i64(n int64) *int64 { return &n }
 // mark absent, no tokens, no attempts, no labels.
 func SparseRecord(id string, ts time.Time) record.Record {
 	return record.Record{
-		RequestID: id, Timestamp: ts, API: "anthropic", Route: "POST /v1/messages",
+		RequestID: id, Timestamp: ts, API: "openai.responses", Route: "POST /v1/responses",
 		Status: record.StatusAuthFailed, HTTPStatus: 401, Error: "invalid key",
 		Attempts: []record.Attempt{}, Diagnosis: []string{}, SkippedEjected: []string{},
 	}
