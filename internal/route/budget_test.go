@@ -85,6 +85,12 @@ func TestBudgetSkips(t *testing.T) {
 	if p := r.PlanFor("openai", "other", "", nil); names(p.Channels)[0] != "b" {
 		t.Fatalf("other model of the pattern: planned %v", names(p.Channels))
 	}
+	// Counted for ttfx_route_skipped_total: the five plans that passed
+	// over a; b, tried though out of budget, was never passed over.
+	want5 := []Skips{{"a", "rate_limited", 5}, {"a", "ejected", 0}, {"b", "rate_limited", 0}, {"b", "ejected", 0}}
+	if got := r.Skips(); !slices.Equal(got, want5) {
+		t.Errorf("skips %+v, want %+v", got, want5)
+	}
 }
 
 // TestBudgetKeys: a budget is the channel's for an upstream model, whoever

@@ -63,6 +63,7 @@ type channelState struct {
 	health    sync.Map                       // healthKey → *Health
 	budgets   sync.Map                       // budgetKey → *Budget (budget.go)
 	decisions [len(strategies)]atomic.Uint64 // plans that put it first, by strategy
+	skips     [numSkipReasons]atomic.Uint64  // plans that passed over it, by reason
 	op        atomic.Int32                   // the operator's OpState, read lock-free by Plan
 	identity  string
 }
@@ -307,6 +308,7 @@ func (r *Router) PlanFor(protocol, model, group string, need *Need) Plan {
 		p.Channels = append(p.Channels, limitedCh[best])
 		p.Health = append(p.Health, limited[best])
 		p.RateLimited = slices.Delete(p.RateLimited, best, best+1)
+		limitedCh = slices.Delete(limitedCh, best, best+1)
 	}
 	if len(p.Channels) == 0 {
 		// All ejected: the least bad is the one whose ejection ends first.
@@ -319,6 +321,13 @@ func (r *Router) PlanFor(protocol, model, group string, need *Need) Plan {
 		p.Channels = append(p.Channels, skippedCh[best])
 		p.Health = append(p.Health, skipped[best])
 		p.Skipped = slices.Delete(p.Skipped, best, best+1)
+		skippedCh = slices.Delete(skippedCh, best, best+1)
+	}
+	for _, c := range limitedCh {
+		c.skips[SkipRateLimited].Add(1)
+	}
+	for _, c := range skippedCh {
+		c.skips[SkipEjected].Add(1)
 	}
 	p.Channels[0].decisions[strategyIndex(p.Strategy)].Add(1)
 	return p

@@ -169,3 +169,33 @@ func (r *Router) Decisions() []Decision {
 	}
 	return out
 }
+
+// SkipReason is why a plan passed over a channel.
+type SkipReason uint8
+
+const (
+	SkipRateLimited SkipReason = iota // its provider budget could not hold the request (budget.go)
+	SkipEjected                       // ejected as an outlier (eject.go)
+	numSkipReasons
+)
+
+func (s SkipReason) String() string { return [...]string{"rate_limited", "ejected"}[s] }
+
+// Skips counts the plans that passed over a channel for one reason.
+type Skips struct {
+	Channel, Reason string
+	Plans           uint64
+}
+
+// Skips returns, for every configured channel and each reason, how many
+// plans passed over it (ttfx_route_skipped_total); a channel a plan still
+// tried because every other was out too is not counted.
+func (r *Router) Skips() []Skips {
+	var out []Skips
+	for _, c := range r.Channels() {
+		for s := range numSkipReasons {
+			out = append(out, Skips{Channel: c.Name, Reason: s.String(), Plans: c.skips[s].Load()})
+		}
+	}
+	return out
+}

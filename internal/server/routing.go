@@ -59,6 +59,9 @@ func (s *Server) routingStats() telemetry.RoutingStats {
 	for _, d := range s.router.Decisions() {
 		st.Decisions = append(st.Decisions, telemetry.RouteDecision{Strategy: d.Strategy, Channel: d.Channel, Plans: d.Plans})
 	}
+	for _, k := range s.router.Skips() {
+		st.Skips = append(st.Skips, telemetry.RouteSkip{Channel: k.Channel, Reason: k.Reason, Plans: k.Plans})
+	}
 	return st
 }
 

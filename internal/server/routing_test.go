@@ -136,6 +136,9 @@ routes:
 		`ttfx_hedges_total{outcome="lost"} 0`,
 		`ttfx_route_decisions_total{channel="dead",strategy="latency"} 2`,
 		`ttfx_route_decisions_total{channel="live",strategy="latency"} 1`,
+		`ttfx_route_skipped_total{channel="dead",reason="ejected"} 1`,
+		`ttfx_route_skipped_total{channel="live",reason="ejected"} 0`,
+		`ttfx_route_skipped_total{channel="dead",reason="rate_limited"} 0`,
 	} {
 		if !strings.Contains(string(m), want+"\n") {
 			t.Errorf("/metrics lacks %s", want)
@@ -149,6 +152,64 @@ routes:
 		if code != 200 || strings.Contains(string(page), `data-health-channel="dead" data-health-model="*" data-state="ejected"`) != admin ||
 			strings.Contains(string(page), `data-route="fa*"`) != admin {
 			t.Errorf("channels view for %s: %d, live routing tables shown %v, want %v", k, code, !admin, admin)
+		}
+	}
+}
+
+// TestRouteSkippedRateLimited: a channel whose provider budget (told by
+// the simulator's rate-limit headers, 2 requests a minute) is spent is
+// passed over; /metrics counts each such plan under
+// ttfx_route_skipped_total{reason="rate_limited"}, and the stored record
+// names the skip.
+func TestRouteSkippedRateLimited(t *testing.T) {
+	prof := sim.Builtin()["fast"]
+	prof.RateLimit = &sim.RateLimit{RequestsPerMinute: 2}
+	limited := httptest.NewServer(sim.New(sim.Options{Profiles: map[string]sim.Profile{"fast": prof}}))
+	defer limited.Close()
+	up := httptest.NewServer(sim.New(sim.Options{}))
+	defer up.Close()
+	env := map[string]string{"ADMIN": "admin-k", "A": "client-a-k", "UP": "u"}
+	y := fmt.Sprintf(`
+store: %q
+keys:
+  - {name: ops, role: admin, key_env: ADMIN}
+  - {name: client-a, role: client, group: team-a, key_env: A}
+channels:
+  - {name: limited, protocol: openai, base_url: %q, key_env: UP, priority: 0}
+  - {name: live, protocol: openai, base_url: %q, key_env: UP, priority: 1}
+`, "sqlite:"+filepath.Join(t.TempDir(), "t.db"), limited.URL, up.URL)
+	cfg, err := config.Parse([]byte(y), func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := start(t, server.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)})
+	var last string
+	for i := range 5 {
+		resp, _ := chat(t, srv.URL(), "client-a-k", "fast", false, "")
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d: status %d", i, resp.StatusCode)
+		}
+		last = resp.Header.Get("X-Request-Id")
+	}
+	rec := readBack(t, srv.URL(), "admin-k", last)
+	if rec.Channel != "live" || len(rec.SkippedRateLimited) != 1 || rec.SkippedRateLimited[0].Channel != "limited" {
+		t.Errorf("last request: channel %s, skipped %+v", rec.Channel, rec.SkippedRateLimited)
+	}
+	resp, err := http.Get(srv.URL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`ttfx_route_skipped_total{channel="limited",reason="rate_limited"} 3`,
+		`ttfx_route_skipped_total{channel="limited",reason="ejected"} 0`,
+		`ttfx_route_skipped_total{channel="live",reason="rate_limited"} 0`,
+		`ttfx_route_decisions_total{channel="limited",strategy="priority"} 2`,
+		`ttfx_route_decisions_total{channel="live",strategy="priority"} 3`,
+	} {
+		if !strings.Contains(string(m), want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
 		}
 	}
 }

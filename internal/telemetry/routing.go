@@ -23,6 +23,14 @@ type RoutingStats struct {
 	// Decisions counts the plans that put each channel first, by the
 	// strategy that ordered them.
 	Decisions []RouteDecision
+	// Skips counts the plans that passed over each channel, by reason.
+	Skips []RouteSkip
+}
+
+// RouteSkip is one channel and reason's count of plans that passed over it.
+type RouteSkip struct {
+	Channel, Reason string
+	Plans           uint64
 }
 
 // RouteDecision is one strategy and channel's count of plans.
@@ -34,7 +42,8 @@ type RouteDecision struct {
 // RegisterRouting adds ttfx_channel_ejected{channel,model},
 // ttfx_channel_ejections_total{channel,model} and
 // ttfx_hedges_total{outcome} (started, won, lost) and
-// ttfx_route_decisions_total{strategy,channel}, read from f at scrape time.
+// ttfx_route_decisions_total{strategy,channel} and
+// ttfx_route_skipped_total{channel,reason}, read from f at scrape time.
 func (m *Metrics) RegisterRouting(f func() RoutingStats) {
 	m.reg.MustRegister(&routingCollector{f: f,
 		ejected: prometheus.NewDesc("ttfx_channel_ejected",
@@ -49,12 +58,15 @@ func (m *Metrics) RegisterRouting(f func() RoutingStats) {
 		decisions: prometheus.NewDesc("ttfx_route_decisions_total",
 			"Requests whose routing plan put the channel first, by the strategy that ordered it (priority, weighted, latency; models without a route count under priority).",
 			[]string{"strategy", "channel"}, nil),
+		skipped: prometheus.NewDesc("ttfx_route_skipped_total",
+			"Requests whose routing plan passed over the channel: reason=rate_limited when its provider budget (the rate-limit headers its answers told, or a 429's Retry-After) could not hold the request, ejected when it was ejected as an outlier.",
+			[]string{"channel", "reason"}, nil),
 	})
 }
 
 type routingCollector struct {
-	f                                     func() RoutingStats
-	ejected, ejections, hedges, decisions *prometheus.Desc
+	f                                              func() RoutingStats
+	ejected, ejections, hedges, decisions, skipped *prometheus.Desc
 }
 
 func (c *routingCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -62,6 +74,7 @@ func (c *routingCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.ejections
 	ch <- c.hedges
 	ch <- c.decisions
+	ch <- c.skipped
 }
 
 func (c *routingCollector) Collect(ch chan<- prometheus.Metric) {
@@ -79,5 +92,8 @@ func (c *routingCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.hedges, prometheus.CounterValue, float64(st.HedgesLost), "lost")
 	for _, d := range st.Decisions {
 		ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(d.Plans), d.Strategy, safeLabel(d.Channel))
+	}
+	for _, s := range st.Skips {
+		ch <- prometheus.MustNewConstMetric(c.skipped, prometheus.CounterValue, float64(s.Plans), safeLabel(s.Channel), s.Reason)
 	}
 }
