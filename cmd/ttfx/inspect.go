@@ -13,6 +13,7 @@ import (
 
 	"github.com/ttfx/ttfx/internal/protocol"
 	"github.com/ttfx/ttfx/internal/sse"
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
 func init() {
@@ -70,6 +71,12 @@ func inspectMain(args []string, stdin io.Reader, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("read stream: %w", err)
 	}
+	var framing *wire.Framing
+	if fa, f, ok := wire.SniffFraming(data); ok && (api == "" || api == fa) {
+		// A stream in a framing other than SSE (AWS's event stream):
+		// read with its reader, classified as the API it carries.
+		api, framing = fa, f
+	}
 	if api == "" {
 		a, ok := protocol.Detect(data)
 		if !ok {
@@ -82,7 +89,7 @@ func inspectMain(args []string, stdin io.Reader, stdout io.Writer) error {
 		api = a
 	}
 	w := bufio.NewWriter(stdout)
-	if err := inspect(w, data, api); err != nil {
+	if err := inspect(w, data, api, framing); err != nil {
 		return err
 	}
 	return w.Flush()
@@ -136,10 +143,16 @@ func intPtr(n int, ok bool) *int {
 	return &n
 }
 
-// inspect classifies the stream in data and writes the lines to w.
-func inspect(w io.Writer, data []byte, api protocol.API) error {
+// inspect classifies the stream in data and writes the lines to w. A
+// stream in another framing (an event-stream file) is read with that
+// framing's reader: a Converse stream as its frames, an
+// InvokeModelWithResponseStream one as the Anthropic events inside.
+func inspect(w io.Writer, data []byte, api protocol.API, framing *wire.Framing) error {
 	s := protocol.NewStream(api)
-	r := sse.NewReader(bytes.NewReader(data), 0)
+	var r interface{ Next() (*sse.Piece, error) } = sse.NewReader(bytes.NewReader(data), 0)
+	if framing != nil {
+		r = framing.NewReader(bytes.NewReader(data), 0)
+	}
 	enc := json.NewEncoder(w)
 	var sum inspectSummary
 	index := 0

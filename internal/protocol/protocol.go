@@ -431,6 +431,10 @@ type Event struct {
 	// seen and finished are the chat choice indexes the event carried and
 	// the ones among them that gave a finish_reason.
 	Seen, Finished ChoiceSet
+	// LatencyMs is a provider's own latency figure the event carried
+	// (Bedrock's metrics.latencyMs), when HasLatency.
+	LatencyMs  int
+	HasLatency bool
 }
 
 // SetFinish records the finish reason of choice idx. Of several choices the
@@ -485,6 +489,8 @@ type Stream struct {
 	finish            string
 	finishIdx         int // the choice finish belongs to (see event.setFinish)
 	errCode           string
+	latencyMs         int // the provider's own latency figure, when hasLatency
+	hasLatency        bool
 	// scratch holds a finish reason or error code unescaped ("\u0073top"
 	// is "stop"), so that the common ones still intern without allocating.
 	scratch [64]byte
@@ -506,6 +512,11 @@ func (s *Stream) API() API { return s.api }
 func (s *Stream) Piece(p *sse.Piece) Result {
 	switch p.Kind {
 	case sse.PieceEvent:
+		if s.cl != nil && s.cl.Exception != nil {
+			if code, ok := s.cl.Exception(p.Raw); ok {
+				return s.exception(code)
+			}
+		}
 		return s.Event(&p.Event)
 	case sse.PieceComment:
 		n := commentLines(p.Raw)
@@ -520,6 +531,19 @@ func (s *Stream) Piece(p *sse.Piece) Result {
 		s.counts.Unknown++
 		return Result{Kinds: Unknown}
 	}
+}
+
+// exception counts a message of the API's own framing that says the stream
+// failed (Classifier.Exception): an error event, terminal whatever its
+// payload says, code its error code.
+func (s *Stream) exception(code []byte) Result {
+	s.events++
+	s.counts.Error++
+	s.sawErr = true
+	if len(code) > 0 && s.errCode != string(code) {
+		s.errCode = string(code)
+	}
+	return Result{Kinds: Error, Event: true, Terminal: true}
 }
 
 // commentLines counts the lines of raw that start with ':' (a leading BOM
@@ -617,8 +641,16 @@ func (s *Stream) Event(ev *sse.Event) Result {
 			s.errCode = string(c)
 		}
 	}
+	if e.HasLatency {
+		s.latencyMs, s.hasLatency = e.LatencyMs, true
+	}
 	return r
 }
+
+// ProviderLatencyMs returns the provider's own figure for the request's
+// latency in milliseconds (Bedrock's metrics.latencyMs), and whether the
+// stream gave one.
+func (s *Stream) ProviderLatencyMs() (int, bool) { return s.latencyMs, s.hasLatency }
 
 // DataEvents returns the dispatched events with data seen so far (SSE
 // comments and empty events not included): in a Responses stream, the

@@ -40,6 +40,13 @@ type Classifier struct {
 	// of this API, for Detect: 0 not at all; the highest score wins, so
 	// the units agree on a scale (see DetectData). Nil: never guessed.
 	Detect func(s *Shape) int
+	// Exception, for an API whose framing says a message is a failure
+	// apart from its payload (an AWS event-stream message whose
+	// :message-type is exception), reads a piece's raw bytes and returns
+	// the error code and true for such a message, which then counts as
+	// a terminal error event whatever its payload. Nil: errors are in
+	// the events' data, as Event reads them.
+	Exception func(raw []byte) (code []byte, ok bool)
 }
 
 // classifiers is filled at init time and read-only afterwards.

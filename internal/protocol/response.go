@@ -25,6 +25,10 @@ type ResponseInfo struct {
 	// Tokens are the §3 counts, visible tokens from the usage or estimated
 	// over the body's visible text.
 	Tokens Tokens
+	// ProviderLatencyMs is the provider's own latency figure (Bedrock's
+	// metrics.latencyMs), when HasProviderLatency.
+	ProviderLatencyMs  int
+	HasProviderLatency bool
 }
 
 // ParseResponse reads a complete JSON response body of api (whatever its
@@ -58,5 +62,7 @@ func ParseResponse(api API, body []byte) (ResponseInfo, error) {
 		Error:        e.Kinds&Error != 0,
 		ErrorCode:    string(unescape(nil, e.ErrCode)),
 		Tokens:       c.tokens(true),
+
+		ProviderLatencyMs: e.LatencyMs, HasProviderLatency: e.HasLatency,
 	}, nil
 }

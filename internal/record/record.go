@@ -75,6 +75,11 @@ type Record struct {
 	timeline.Fields
 	VisibleOutputTPS    timeline.Rate `json:"visible_output_tps"`     // visible tokens / visible window (§3)
 	InterTokenLatencyMs timeline.Span `json:"inter_token_latency_ms"` // visible window / (visible tokens − 1)
+	// ProviderLatencyMs is the provider's own figure for the request's
+	// latency when its response carries one (Bedrock's metrics.latencyMs),
+	// kept beside the gateway's marks, never mixed with them; absent when
+	// the provider gave none.
+	ProviderLatencyMs timeline.Span `json:"provider_latency_ms,omitzero"`
 
 	Tokens    Tokens    `json:"tokens"`
 	Events    Events    `json:"events"`

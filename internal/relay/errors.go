@@ -51,6 +51,9 @@ func writeError(w http.ResponseWriter, unit *wire.API, e *HTTPError) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
+	if unit.ErrorHeaders != nil {
+		unit.ErrorHeaders(h, e.Code)
+	}
 	w.WriteHeader(e.Code)
 	w.Write(body)
 	// Out now, so that t7 (taken next) is after the client has it.

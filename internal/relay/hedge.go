@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"mime"
 	"net/http"
 	"slices"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"github.com/ttfx/ttfx/internal/route"
 	"github.com/ttfx/ttfx/internal/sse"
 	"github.com/ttfx/ttfx/internal/timeline"
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
 // Hedged first output (docs/SPEC.md "Routing"; Envoy's hedge policy and
@@ -58,7 +58,7 @@ type racer struct {
 
 	herr    *HTTPError // why it failed
 	errBody []byte     // the upstream's error body, when it is to be relayed
-	rd      *sse.Reader
+	rd      wire.PieceReader
 	st      *protocol.Stream
 	held    []heldPiece
 }
@@ -384,14 +384,13 @@ func (x *exchange) runRacer(rc *racer, events chan<- raceEvent) {
 		return
 	}
 	events <- raceEvent{r: rc, kind: raceHeaders, at: x.g.opts.Now()}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+	if rc.rd = x.pieceReader(resp); rc.rd == nil {
 		// Not an event stream: there is no t4 to race for; relay it.
 		rc.done = true
 		events <- raceEvent{r: rc, kind: raceOutput}
 		return
 	}
 	held := 0
-	rc.rd = sse.NewReader(resp.Body, x.g.opts.MaxEventBytes)
 	rc.st = protocol.NewStream(x.ep.classify)
 	for {
 		p, err := rc.rd.Next()

@@ -14,6 +14,7 @@ import (
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/sse"
 	"github.com/ttfx/ttfx/internal/timeline"
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
 // maxCapture bounds how much of a non-streaming body the gateway keeps to
@@ -27,11 +28,37 @@ const maxCapture = 8 << 20
 // retryable way.
 func (x *exchange) serveResponse(a *attempt, canRetry bool) (retry bool) {
 	defer a.resp.Body.Close()
-	if isEventStream(a.resp.Header.Get("Content-Type")) && x.ep.classify != "" {
+	if a.rd == nil {
+		a.rd = x.pieceReader(a.resp)
+	}
+	if a.rd != nil {
 		return x.relayStream(a, canRetry)
 	}
 	x.relayBody(a, x.req.stream)
 	return false
+}
+
+// pieceReader returns the reader of resp's stream, or nil when resp is no
+// stream the gateway classifies: an event stream (text/event-stream, or
+// the media type of the API's own framing) of an API with a classifier.
+func (x *exchange) pieceReader(resp *http.Response) wire.PieceReader {
+	if x.ep.classify == "" {
+		return nil
+	}
+	ct := resp.Header.Get("Content-Type")
+	if f := x.ep.unit.Framing; f != nil && isMediaType(ct, f.ContentType) {
+		return f.NewReader(resp.Body, x.g.opts.MaxEventBytes)
+	}
+	if isEventStream(ct) {
+		return sse.NewReader(resp.Body, x.g.opts.MaxEventBytes)
+	}
+	return nil
+}
+
+// isMediaType reports whether a Content-Type names the media type mt.
+func isMediaType(ct, mt string) bool {
+	t, _, _ := strings.Cut(ct, ";")
+	return strings.EqualFold(strings.TrimSpace(t), mt)
 }
 
 // isEventStream reports whether a Content-Type names text/event-stream,
@@ -63,11 +90,11 @@ func (x *exchange) commit(a *attempt, stream bool) {
 // at the time the bytes arrived.
 func (x *exchange) relayStream(a *attempt, canRetry bool) (retry bool) {
 	to := a.ch.Timeouts
-	if a.rd == nil {
+	if a.st == nil {
 		// Kept with the attempt, on the heap: on this frame they would
 		// make the stack at the first flush deeper than the 8 KiB a
 		// handler goroutine then grows past (issue 15).
-		a.st, a.rd = protocol.NewStream(x.ep.classify), sse.NewReader(a.resp.Body, x.g.opts.MaxEventBytes)
+		a.st = protocol.NewStream(x.ep.classify)
 	}
 	st, rd := a.st, a.rd
 	rc := http.NewResponseController(x.w)
@@ -339,6 +366,9 @@ func (x *exchange) streamOutcome(st *protocol.Stream) {
 	c := st.Counts()
 	x.rec.Events = record.Events{Heartbeat: c.Heartbeat, Metadata: c.Metadata, Reasoning: c.Reasoning, Tool: c.Tool, Text: c.Text, Done: c.Done, Error: c.Error, Unknown: c.Unknown}
 	x.setTokens(st.Tokens())
+	if ms, ok := st.ProviderLatencyMs(); ok {
+		x.rec.ProviderLatencyMs = timeline.SpanOf(time.Duration(ms) * time.Millisecond)
+	}
 }
 
 // setTokens fills the record's tokens and the speed fields of SPEC.md §3.
@@ -490,6 +520,9 @@ func (x *exchange) relayBody(a *attempt, streamed bool) {
 		x.tl.MarkAt(timeline.T5, end)
 	}
 	x.setTokens(info.Tokens)
+	if info.HasProviderLatency {
+		x.rec.ProviderLatencyMs = timeline.SpanOf(time.Duration(info.ProviderLatencyMs) * time.Millisecond)
+	}
 }
 
 // serverTiming renders the local phases and upstream timing known when the

@@ -48,6 +48,9 @@ func (g *Gateway) unknownRoute(w http.ResponseWriter, r *http.Request) {
 	x.committed = true
 	body := unit.ErrorBody(protocol.ErrorResponse{Status: herr.Code, Message: herr.Msg, Type: herr.Type, Code: code})
 	w.Header().Set("Content-Type", "application/json")
+	if unit.ErrorHeaders != nil {
+		unit.ErrorHeaders(w.Header(), herr.Code)
+	}
 	w.WriteHeader(herr.Code)
 	w.Write(body)
 	x.finish()

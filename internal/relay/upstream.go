@@ -16,7 +16,6 @@ import (
 	"github.com/ttfx/ttfx/internal/protocol"
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/route"
-	"github.com/ttfx/ttfx/internal/sse"
 	"github.com/ttfx/ttfx/internal/timeline"
 	"github.com/ttfx/ttfx/internal/wire"
 )
@@ -48,7 +47,7 @@ type attempt struct {
 	firstOutput *deadline // stopped at t4 (or the first bytes of a non-SSE stream)
 	// A hedged attempt arrives at the relay with its stream already read
 	// up to t4: its reader, classifier and the pieces it held back.
-	rd   *sse.Reader
+	rd   wire.PieceReader
 	st   *protocol.Stream
 	held []heldPiece
 	// h is the channel's health for the request's model; early is set once

@@ -13,6 +13,7 @@ package wire
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -23,6 +24,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ttfx/ttfx/internal/protocol"
+	"github.com/ttfx/ttfx/internal/sse"
 )
 
 // API is a client-facing API unit: one wire format a client speaks to the
@@ -61,13 +63,64 @@ type API struct {
 	Default bool
 	// ErrorBody renders an error response in the API's format.
 	ErrorBody func(e protocol.ErrorResponse) []byte
+	// ErrorHeaders, when set, adds the headers an error response of the
+	// API carries besides its body (Bedrock's x-amzn-ErrorType).
+	ErrorHeaders func(h http.Header, status int)
 	// StreamError renders the in-band event that ends a stream which
 	// failed after bytes were sent (see Failure).
 	StreamError func(f Failure) []byte
+	// Framing is how the API's streams are framed when they are not SSE
+	// (AWS's binary event stream); nil: text/event-stream.
+	Framing *Framing
 	// GenAIOperation and GenAIProvider are the OpenTelemetry GenAI
 	// gen_ai.operation.name and gen_ai.provider.name; "" for calls that are
 	// no GenAI operation (listing models).
 	GenAIOperation, GenAIProvider string
+}
+
+// PieceReader yields a response stream piece by piece: each complete
+// event the moment its last byte arrived, calling the OnWait function
+// before each read that may block. *sse.Reader is the SSE one.
+type PieceReader interface {
+	Next() (*sse.Piece, error)
+	OnWait(func())
+}
+
+// Framing is a stream framing other than SSE.
+type Framing struct {
+	// ContentType is the media type of the streams
+	// ("application/vnd.amazon.eventstream").
+	ContentType string
+	// NewReader reads a stream of that type; maxBytes bounds one event.
+	NewReader func(r io.Reader, maxBytes int) PieceReader
+	// Sniff reports whether b starts with a stream of this framing (for
+	// ttfx inspect, which is given a file of unknown API); nil: never.
+	Sniff func(b []byte) bool
+}
+
+// SniffFraming returns the framing a stream file b is in and the API its
+// pieces are classified as: an API's own framing (API.Framing), or a
+// kind's framing of a family's streams (Kind.Framings), whose pieces are
+// the family's streaming API's. ok is false for a stream in none (SSE).
+func SniffFraming(b []byte) (api protocol.API, f *Framing, ok bool) {
+	for _, a := range apiOrder {
+		if a.Framing != nil && a.Framing.Sniff != nil && a.Stream != "" && a.Framing.Sniff(b) {
+			return a.Stream, a.Framing, true
+		}
+	}
+	for _, k := range kindOrder {
+		for fam, fr := range k.Framings {
+			if fr.Sniff == nil || !fr.Sniff(b) {
+				continue
+			}
+			for _, a := range apiOrder {
+				if a.Family == fam && a.Stream != "" {
+					return a.Stream, fr, true
+				}
+			}
+		}
+	}
+	return "", nil, false
 }
 
 // Endpoint is one route of an API.
@@ -145,6 +198,12 @@ type Kind struct {
 	// of any status (ratelimit.go); nil: the provider sends none, and
 	// only a 429's Retry-After is read (ReadRateLimits).
 	RateLimits func(h http.Header, now time.Time) RateLimits
+	// Framings, keyed by API family, are the framings the provider sends
+	// a family's streams in when they are not the family's own (Bedrock's
+	// InvokeModelWithResponseStream: Anthropic events inside AWS
+	// event-stream frames). The reader yields the family's own pieces
+	// (SSE events), which the client gets as text/event-stream.
+	Framings map[string]*Framing
 	// Example is what a channel of the kind looks like, for synthetic
 	// records (internal/seed) and documentation; zero: none.
 	Example Example

@@ -6,6 +6,7 @@ package all
 import (
 	_ "github.com/ttfx/ttfx/internal/provider/anthropic"
 	_ "github.com/ttfx/ttfx/internal/provider/azure"
+	_ "github.com/ttfx/ttfx/internal/provider/bedrock"
 	_ "github.com/ttfx/ttfx/internal/provider/gemini"
 	_ "github.com/ttfx/ttfx/internal/provider/openai"
 	_ "github.com/ttfx/ttfx/internal/provider/vertex"
