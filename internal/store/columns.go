@@ -58,6 +58,7 @@ var RequestTable = slices.Concat(
 	Cols(FloatCol, "admission_wait_ms"),
 	Cols(TextCol, "skipped_rate_limited"),
 	Cols(FloatCol, "upstream_auth_ms"),
+	Cols(FloatCol, "provider_latency_ms"),
 )
 
 func ColumnNames(cs []Column) []string {
@@ -129,6 +130,7 @@ func RequestArgs(args []any, r *record.Record) []any {
 		SpanArg(f.AdmissionWaitMs),
 		EncodeSkips(r.SkippedRateLimited),
 		SpanArg(f.UpstreamAuthMs),
+		SpanArg(r.ProviderLatencyMs),
 	)
 }
 

@@ -238,7 +238,7 @@ func scanCHRecord(sc scanner) (record.Record, error) {
 		&events[0], &events[1], &events[2], &events[3], &events[4], &events[5], &events[6], &events[7],
 		&events[8], &events[9],
 		&f.MaxOutputGapMs, &f.MaxOutputGapAtMs, &f.RequestWaitMs, &f.HeadersSentMs,
-		&r.TraceID, &r.SkippedEjected, &r.UpstreamModel, &f.AdmissionWaitMs, &rateSkips, &f.UpstreamAuthMs, &r.Diagnosis,
+		&r.TraceID, &r.SkippedEjected, &r.UpstreamModel, &f.AdmissionWaitMs, &rateSkips, &f.UpstreamAuthMs, &r.ProviderLatencyMs, &r.Diagnosis,
 		&channel, &start, &headers, &headersAt, &status, &attHTTP, &errs, &role, &outcome, &first, &tin, &tout,
 		&rreq, &rtok,
 	)

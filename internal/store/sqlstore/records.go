@@ -291,7 +291,7 @@ func scanRecord(sc scanner) (record.Record, error) {
 		&r.Events.Done, &r.Events.Error, &r.Events.Unknown,
 		&r.Inflight.Gateway, &r.Inflight.Channel,
 		&f.MaxOutputGapMs, &f.MaxOutputGapAtMs, &f.RequestWaitMs, &f.HeadersSentMs,
-		&r.TraceID, &skipped, &r.UpstreamModel, &f.AdmissionWaitMs, &rateSkips, &f.UpstreamAuthMs,
+		&r.TraceID, &skipped, &r.UpstreamModel, &f.AdmissionWaitMs, &rateSkips, &f.UpstreamAuthMs, &r.ProviderLatencyMs,
 	)
 	if err != nil {
 		return r, err

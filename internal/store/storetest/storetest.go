@@ -149,6 +149,7 @@ func FullRecord(id string, ts time.Time) record.Record {
 		},
 		VisibleOutputTPS:    timeline.RateOf(55.125),
 		InterTokenLatencyMs: timeline.SpanOf(Ms(18.2)),
+		ProviderLatencyMs:   timeline.SpanOf(Ms(9874)),
 		Tokens:              record.Tokens{Input: record.Int(1200), Output: record.Int(380), Reasoning: record.Int(300), Visible: record.Int(80), Source: record.TokensUsage},
 		Events:              record.Events{Heartbeat: 3, Metadata: 2, Reasoning: 40, Tool: 5, Text: 80, Done: 1, Error: 0, Unknown: 1},
 		Inflight:            record.Inflight{Gateway: 17, Channel: 4},
