@@ -416,7 +416,7 @@ func (c *Config) applyDefaults() {
 			ch.Weight = 1
 		}
 		if k := wire.LookupKind(ch.Protocol); ch.BaseURL == "" && k != nil && k.DefaultBaseURL != nil {
-			ch.BaseURL = k.DefaultBaseURL(ch.Settings)
+			ch.BaseURL = k.DefaultBaseURL(ch.Region, ch.Settings)
 		}
 		ch.Timeouts = ch.Timeouts.WithDefaults()
 	}

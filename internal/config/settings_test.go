@@ -22,7 +22,7 @@ func init() {
 			{Name: "credentials_env", Doc: "a variable naming a key file"},
 			{Name: "credentials_file", Doc: "a key file"},
 		},
-		DefaultBaseURL: func(s map[string]string) string { return "https://" + s["location"] + ".keyed.example" },
+		DefaultBaseURL: func(_ string, s map[string]string) string { return "https://" + s["location"] + ".keyed.example" },
 	})
 }
 

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +26,7 @@ import (
 	"github.com/ttfx/ttfx/internal/route"
 	"github.com/ttfx/ttfx/internal/sim"
 	"github.com/ttfx/ttfx/internal/timeline"
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
 // gatewayTLS is gateway over TLS: the AWS SDKs send a bearer token (a
@@ -254,5 +258,88 @@ func TestBedrockBadCRC(t *testing.T) {
 	rec := recs.lastOf(t, "m")
 	if rec.Status != record.StatusUpstreamStreamError || !rec.FirstTextDeltaMs.Valid() {
 		t.Errorf("record: %s (%s)", rec.Status, rec.Error)
+	}
+}
+
+// TestBedrockSigV4: a channel of kind bedrock opened as the server opens
+// it, with no key, signs its requests with SigV4 by credentials from AWS's
+// default chain: here a shared config profile whose credential_process
+// takes a while, as a role assumed through an external tool does. The
+// simulator verifies every signature as AWS does. The first request,
+// sent before the warm-up fetch ended, waits for it (upstream_auth_ms);
+// the next ones sign with the held credentials and wait for nothing. A
+// profile with the wrong secret gets Bedrock's 403, raised by the SDK.
+func TestBedrockSigV4(t *testing.T) {
+	up := httptest.NewServer(sim.New(sim.Options{Profiles: sim.Builtin()}))
+	t.Cleanup(up.Close)
+	dir := t.TempDir()
+	const fetchDelay = 400 * time.Millisecond
+	creds := func(secret string) string {
+		exp := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		return fmt.Sprintf(`sh -c 'sleep %.1f; echo {\"Version\":1,\"AccessKeyId\":\"%s\",\"SecretAccessKey\":\"%s\",\"Expiration\":\"%s\"}'`,
+			fetchDelay.Seconds(), sim.DefaultAWSAccessKeyID, secret, exp)
+	}
+	cfgFile := filepath.Join(dir, "config")
+	conf := "[profile sim]\ncredential_process = " + creds(sim.DefaultAWSSecretAccessKey) + "\n" +
+		"[profile wrong]\ncredential_process = " + creds("not-the-secret") + "\n"
+	if err := os.WriteFile(cfgFile, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_CONFIG_FILE", cfgFile)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_BEARER_TOKEN_BEDROCK"} {
+		t.Setenv(k, "")
+	}
+	open := func(name, profile string) *route.Channel {
+		ch := channel(name, "bedrock", up.URL, fastTimeouts)
+		ch.Key = ""
+		h, err := wire.LookupKind("bedrock").Open(wire.ChannelConfig{Name: name, Base: ch.BaseURL, Region: "us-east-1", Settings: map[string]string{"profile": profile}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch.Hooks = h
+		return ch
+	}
+	opened := time.Now()
+	ch := open("brk-sig", "sim")
+	gw, recs := gatewayTLS(t, ch)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := bedrockSDK(gw, clientKey)
+	if text, _, _, _, err := converseText(ctx, c, "fast"); err != nil || text == "" {
+		t.Fatalf("signed ConverseStream: %q %v", text, err)
+	}
+	sinceOpen := time.Since(opened)
+	rec := recs.lastOf(t, "fast")
+	wait, ok := rec.UpstreamAuthMs.Get()
+	if !ok || rec.Status != record.StatusOK {
+		t.Fatalf("first request: status %s (%s), upstream_auth_ms %v: want a wait for the warm-up fetch", rec.Status, rec.Error, rec.UpstreamAuthMs)
+	}
+	// It waited for the rest of the fetch: not longer than the fetch had
+	// from the channel's opening to the request's end, and most of it.
+	t.Logf("upstream_auth_ms %v, %v from opening the channel to the first answer", wait, sinceOpen)
+	if wait > sinceOpen || wait < fetchDelay/4 {
+		t.Errorf("upstream_auth_ms %v: want within (%v, %v]", wait, fetchDelay/4, sinceOpen)
+	}
+	out, err := c.Converse(ctx, &bedrockruntime.ConverseInput{ModelId: aws.String("reasoning"), Messages: []types.Message{{Role: types.ConversationRoleUser,
+		Content: []types.ContentBlock{&types.ContentBlockMemberText{Value: "Say hello."}}}}})
+	if err != nil || out.Usage == nil {
+		t.Fatalf("signed Converse: %v", err)
+	}
+	if rec := recs.lastOf(t, "reasoning"); rec.Status != record.StatusOK || rec.UpstreamAuthMs.Valid() {
+		t.Errorf("second request: status %s (%s), upstream_auth_ms %v: want no wait", rec.Status, rec.Error, rec.UpstreamAuthMs)
+	}
+
+	// The wrong secret: the simulator refuses the signature with 403
+	// InvalidSignatureException; the client gets a 403 it raises.
+	bad := open("brk-bad", "wrong")
+	gw2, recs2 := gatewayTLS(t, bad)
+	_, _, _, _, err = converseText(ctx, bedrockSDK(gw2, clientKey), "fast")
+	var re interface{ HTTPStatusCode() int }
+	if !errors.As(err, &re) || re.HTTPStatusCode() != 403 {
+		t.Errorf("wrong secret: %v, want an HTTP 403", err)
+	}
+	if rec := recs2.lastOf(t, "fast"); rec.HTTPStatus != 403 || rec.Status != record.StatusUpstreamHTTPError {
+		t.Errorf("wrong secret record: %d %s", rec.HTTPStatus, rec.Status)
 	}
 }

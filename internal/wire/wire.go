@@ -185,9 +185,10 @@ type Kind struct {
 	// ones (Setting). The configuration refuses other keys.
 	Settings []Setting
 	// DefaultBaseURL gives a channel that names no base_url one from its
-	// settings (Vertex's regional endpoint from its location); nil: the
-	// kind needs base_url.
-	DefaultBaseURL func(settings map[string]string) string
+	// region key and its settings (Vertex's regional endpoint from its
+	// location, Bedrock's from the region); "" or nil: the kind needs
+	// base_url.
+	DefaultBaseURL func(region string, settings map[string]string) string
 	// Open builds a channel's Upstream from its configuration: its
 	// settings checked, its credentials set up (token sources warm up
 	// here, off the request path). nil: every channel of the kind uses

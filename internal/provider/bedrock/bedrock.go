@@ -67,10 +67,16 @@ func init() {
 	wire.RegisterKind(&wire.Kind{
 		Name: Family, Families: []string{Family},
 		Authorize: func(h http.Header, key string) {
-			// A Bedrock API key is a bearer token.
-			h.Set("Authorization", "Bearer "+key)
+			// A Bedrock API key is a bearer token; a signed channel
+			// has none (its Upstream's SigV4 authorizes).
+			if key != "" {
+				h.Set("Authorization", "Bearer "+key)
+			}
 		},
-		URL: upstreamURL,
+		URL:            upstreamURL,
+		Settings:       settings,
+		DefaultBaseURL: defaultBaseURL,
+		Open:           open,
 		Framings: map[string]*wire.Framing{
 			// InvokeModelWithResponseStream: each chunk carries one
 			// Anthropic stream event, which the client gets as SSE.

@@ -1,6 +1,3 @@
-// Package bedrock is the unit of Amazon Bedrock. So far it holds the SigV4
-// signer its channels will sign with (the Converse API unit and the kind
-// land with it).
 package bedrock
 
 import (
@@ -15,6 +12,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
 // SigV4 signs upstream requests with AWS Signature Version 4, with
@@ -85,7 +84,7 @@ func (s *SigV4) Authorize(ctx context.Context, req *http.Request, body []byte) (
 			if err == nil {
 				err = fmt.Errorf("no valid credentials")
 			}
-			return waited, fmt.Errorf("channel %s: cannot get AWS credentials: %w", s.channel, err)
+			return waited, &wire.CredentialError{Channel: s.channel, Err: fmt.Errorf("AWS credentials: %w", err)}
 		}
 	} else if c.CanExpire && !start.Before(c.Expires.Add(-s.margin)) {
 		s.start() // due: refresh in the background, sign with these
@@ -125,6 +124,13 @@ func (s *SigV4) start() chan struct{} {
 // fetch gets credentials on its own deadline (a request that stops
 // waiting does not cancel what others wait for) and arms the refresh.
 func (s *SigV4) fetch(done chan struct{}) {
+	if inv, ok := s.provider.(interface{ Invalidate() }); ok && s.cur.Load() != nil {
+		// The SDK's own cache (aws.CredentialsCache, which
+		// config.LoadDefaultConfig puts round every chain) would hand
+		// back the credentials held until they expire: a refresh ahead
+		// of expiry has to get past it.
+		inv.Invalidate()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	c, err := s.provider.Retrieve(ctx)
 	cancel()

@@ -75,7 +75,7 @@ func init() {
 }
 
 // defaultBaseURL is the location's endpoint.
-func defaultBaseURL(s map[string]string) string {
+func defaultBaseURL(_ string, s map[string]string) string {
 	loc := s["location"]
 	if loc == "" || loc == "global" {
 		return "https://aiplatform.googleapis.com"

@@ -45,7 +45,7 @@ func TestDefaultBaseURL(t *testing.T) {
 		"us-east5": "https://us-east5-aiplatform.googleapis.com",
 		"global":   "https://aiplatform.googleapis.com",
 	} {
-		if got := defaultBaseURL(map[string]string{"location": loc}); got != want {
+		if got := defaultBaseURL("", map[string]string{"location": loc}); got != want {
 			t.Errorf("%s: %s, want %s", loc, got, want)
 		}
 	}
