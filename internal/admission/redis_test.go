@@ -149,6 +149,8 @@ func TestSharedRedisDown(t *testing.T) {
 // BenchmarkAdmitRedis is one request's admission against a local
 // redis-server with three limits far from reached, and its end: one
 // script run on the request's path, and one in the background after it.
+// It reports the commands each sends (take_cmds/op, end_cmds/op; a
+// command is a round trip: the client pipelines nothing here).
 func BenchmarkAdmitRedis(b *testing.B) {
 	r := testenv.StartRedis(b)
 	l, err := NewShared([]Rule{
@@ -162,7 +164,13 @@ func BenchmarkAdmitRedis(b *testing.B) {
 	defer l.Close()
 	ctx := context.Background()
 	q := Request{Key: "alice", Group: "team", Model: "gpt-4o", Tokens: 500}
+	t, _ := l.Admit(ctx, q) // loads the scripts once
+	t.Done(700)
+	l.back.(*shared).ends.Wait()
+	h := &scriptHook{}
+	l.back.(*shared).rdb.AddHook(h)
 	b.ReportAllocs()
+	cpu := cpuTime(b)
 	for b.Loop() {
 		t, d := l.Admit(ctx, q)
 		if d != nil {
@@ -171,8 +179,39 @@ func BenchmarkAdmitRedis(b *testing.B) {
 		t.Done(700)
 	}
 	b.StopTimer()
+	l.back.(*shared).ends.Wait()
+	reportCPU(b, cpu)
 	if st, _ := l.Shared(); !st.Up || st.Fallbacks > 0 {
 		b.Fatalf("the benchmark fell back: %+v", st)
+	}
+	b.ReportMetric(float64(h.take.Load())/float64(b.N), "take_cmds/op")
+	b.ReportMetric(float64(h.end.Load())/float64(b.N), "end_cmds/op")
+	b.ReportMetric(float64(h.other.Load())/float64(b.N), "other_cmds/op")
+}
+
+// scriptHook counts the commands a client sends by script: the
+// admission's take, its end, anything else (heartbeats, script loads).
+type scriptHook struct{ take, end, other atomic.Int64 }
+
+func (h *scriptHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *scriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		switch {
+		case len(args) > 1 && cmd.Name() == "evalsha" && args[1] == takeScript.Hash():
+			h.take.Add(1)
+		case len(args) > 1 && cmd.Name() == "evalsha" && args[1] == endScript.Hash():
+			h.end.Add(1)
+		default:
+			h.other.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *scriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.other.Add(1)
+		return next(ctx, cmds)
 	}
 }
 
