@@ -272,7 +272,7 @@ func TestRelayedErrorTiming(t *testing.T) {
 	if resp.StatusCode != 429 || rec.Status != record.StatusRateLimited {
 		t.Fatalf("%d %s", resp.StatusCode, rec.Status)
 	}
-	near(t, "upstream_headers_ms of the relayed 429", rec.UpstreamHeadersMs, 150)
+	near(t, rec, "upstream_headers_ms of the relayed 429", rec.UpstreamHeadersMs, 150)
 	if rec.UpstreamStartMs != rec.Attempts[0].UpstreamStartMs {
 		t.Fatalf("t1 %v, attempt %v", rec.UpstreamStartMs, rec.Attempts[0].UpstreamStartMs)
 	}

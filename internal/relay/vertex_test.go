@@ -209,10 +209,10 @@ func TestVertexTraces(t *testing.T) {
 				if rec.Status != record.StatusOK {
 					t.Errorf("%s %s: status %s", api, name, rec.Status)
 				}
-				near(t, api+" "+name+" upstream_headers_ms", rec.UpstreamHeadersMs, w.headers)
-				near(t, api+" "+name+" first_response_ms", rec.FirstResponseMs, w.response)
-				near(t, api+" "+name+" first_text_delta_ms", rec.FirstTextDeltaMs, w.text)
-				near(t, api+" "+name+" total_handler_ms", rec.TotalHandlerMs, w.total)
+				near(t, rec, api+" "+name+" upstream_headers_ms", rec.UpstreamHeadersMs, w.headers)
+				near(t, rec, api+" "+name+" first_response_ms", rec.FirstResponseMs, w.response)
+				near(t, rec, api+" "+name+" first_text_delta_ms", rec.FirstTextDeltaMs, w.text)
+				near(t, rec, api+" "+name+" total_handler_ms", rec.TotalHandlerMs, w.total)
 			}()
 		}
 	}
