@@ -140,6 +140,7 @@ func TestPostgresOutage(t *testing.T) {
 
 	offered := 0
 	var slowest time.Duration
+	began := time.Now()
 	offer := func(n int) {
 		for range n {
 			r := storetest.FullRecord(storetest.IDN(offered), storetest.Base.Add(time.Duration(offered)*time.Millisecond))
@@ -184,10 +185,12 @@ func TestPostgresOutage(t *testing.T) {
 	if n := storetest.CountAll(t, direct); n != 220 {
 		t.Errorf("%d records in the database after the outage, want 220", n)
 	}
-	// Record never waits on the database; a generous bound for a mutex
-	// and an append on a loaded machine.
-	if slowest > 50*time.Millisecond {
-		t.Errorf("the slowest Record call took %v", slowest)
+	// Record never waits on the database: a mutex and an append, 50 ms at
+	// most, plus as long as this process's timers were seen to run late
+	// during the test (a call descheduled beside stress-ng took 267 ms);
+	// waiting on the outage's 2 s write timeout would still show.
+	if slip := testenv.Slip(time.Since(began) + time.Second); slowest > 50*time.Millisecond+2*slip {
+		t.Errorf("the slowest Record call took %v (timers ran up to %v late meanwhile)", slowest, slip)
 	}
 }
 
