@@ -428,7 +428,12 @@ func TestMidStreamFailureRaises(t *testing.T) {
 		tune                   func(*route.Timeouts)
 	}{
 		{"cut", "flaky", record.StatusUpstreamStreamError, func(*route.Timeouts) {}},
-		{"idle", "stall", record.StatusIdleTimeout, func(to *route.Timeouts) { to.Idle = 300 * time.Millisecond }},
+		// The idle timeout also bounds each write to the client, renewed
+		// once half of it is gone: a gateway descheduled for longer than
+		// that between a piece and its write reads as a client that
+		// stopped reading (client_cancelled, seen at 300 ms beside
+		// stress-ng --cpu 4). A second still ends the 6.5 s stall.
+		{"idle", "stall", record.StatusIdleTimeout, func(to *route.Timeouts) { to.Idle = time.Second }},
 		{"first output", "late-output", record.StatusFirstOutputTimeout, func(to *route.Timeouts) { to.FirstOutput = 400 * time.Millisecond }},
 		{"total", "long", record.StatusTotalTimeout, func(to *route.Timeouts) { to.Total = 700 * time.Millisecond }},
 	}
