@@ -15,7 +15,8 @@ import (
 
 // The shared backend keeps every counter in Redis, so that the replicas
 // naming one Redis admit together what one limit says. A request's
-// admission is one script run (EVALSHA): it reads and advances all of the
+// admission is at most one script run (EVALSHA; none when leases of its
+// rates cover it, see lease): it reads and advances all of the
 // request's counters atomically, on Redis's clock (TIME), so replicas'
 // clocks need not agree. Its end (a stream released, tokens corrected) is
 // a second script run, in the background after the response ended.
@@ -32,9 +33,13 @@ import (
 
 // takeScript: KEYS = the counters, then the replicas' heartbeat set; ARGV =
 // replica id, heartbeat lifetime (µs), waited (µs), then per counter: kind
-// (c, r), limit, cost, queue (µs). Returns {admitted, deny index (0-based;
-// -1), wait or retry (µs), full, replicas alive}: every request learns the
-// replicas a fallback would divide by.
+// (c, r), limit, cost, queue (µs), lease wanted (units). Returns
+// {admitted, deny index (0-based; -1), wait or retry (µs), full, replicas
+// alive, then the lease granted per counter}: every request learns the
+// replicas a fallback would divide by. A rate admitted is advanced by its
+// cost and, when the lease wanted still leaves at least half of the
+// window's budget, by the lease too: the replica has paid for those units
+// and may admit them without asking (see lease).
 var takeScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -44,8 +49,9 @@ local waited = tonumber(ARGV[3])
 local n = #KEYS - 1
 local hb = KEYS[#KEYS]
 local W = 60000000
+local S = 5
 for i = 1, n do
-  local a = 4 + (i - 1) * 4
+  local a = 4 + (i - 1) * S
   if ARGV[a] == 'c' then
     local held = redis.call('HGETALL', KEYS[i])
     local total = 0
@@ -65,7 +71,7 @@ end
 local wait = 0
 local next = {}
 for i = 1, n do
-  local a = 4 + (i - 1) * 4
+  local a = 4 + (i - 1) * S
   if ARGV[a] == 'r' then
     local limit = tonumber(ARGV[a + 1])
     local cost = tonumber(ARGV[a + 2])
@@ -81,16 +87,28 @@ for i = 1, n do
     next[i] = tat + cost * period
   end
 end
+local out = {1, -1, wait, 0, redis.call('ZCOUNT', hb, alive, '+inf')}
 for i = 1, n do
-  local a = 4 + (i - 1) * 4
+  local a = 4 + (i - 1) * S
+  local granted = 0
   if ARGV[a] == 'c' then
     redis.call('HINCRBY', KEYS[i], replica, 1)
     redis.call('PEXPIRE', KEYS[i], 86400000)
   else
+    local lease = tonumber(ARGV[a + 4])
+    if lease > 0 then
+      local period = math.max(math.floor(W / tonumber(ARGV[a + 1])), 1)
+      local after = next[i] + lease * period
+      if after - now <= W / 2 then
+        next[i] = after
+        granted = lease
+      end
+    end
     redis.call('SET', KEYS[i], string.format('%.0f', next[i]), 'PX', math.floor((next[i] - now) / 1000) + 1000)
   end
+  out[5 + i] = granted
 end
-return {1, -1, wait, 0, redis.call('ZCOUNT', hb, alive, '+inf')}
+return out
 `)
 
 // endScript: KEYS = the counters; ARGV = replica id, then per counter:
@@ -180,6 +198,11 @@ type shared struct {
 	mu   sync.Mutex
 	held map[string]int
 
+	// leaseMu guards leases: the rate units this replica has paid for in
+	// Redis and not yet admitted, by counter id.
+	leaseMu sync.Mutex
+	leases  map[string]*lease
+
 	ends sync.WaitGroup // background end runs
 	stop context.CancelFunc
 	done chan struct{}
@@ -206,7 +229,8 @@ func NewShared(rules []Rule, opts SharedOptions) (*Limiter, error) {
 	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = 200*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond
 	ro.MaxRetries = -1
 	ro.PoolTimeout = requestTimeout
-	s := &shared{rdb: redis.NewClient(ro), replica: opts.Replica, log: opts.Log, held: map[string]int{}, done: make(chan struct{})}
+	s := &shared{rdb: redis.NewClient(ro), replica: opts.Replica, log: opts.Log, held: map[string]int{}, leases: map[string]*lease{},
+		done: make(chan struct{})}
 	if s.replica == "" {
 		s.replica = randomID()
 	}
@@ -268,9 +292,13 @@ func (s *shared) heartbeat(ctx context.Context) {
 	}
 }
 
-// failed switches to the fallback, saying so once.
+// failed switches to the fallback, saying so once. The leases are
+// dropped: their units stay paid in Redis, unused (never more admitted).
 func (s *shared) failed(err error) {
 	s.failures.Add(1)
+	s.leaseMu.Lock()
+	clear(s.leases)
+	s.leaseMu.Unlock()
 	if !s.down.Swap(true) {
 		s.log.Warn("admission: Redis (limits.shared) cannot be reached; each limit is divided among the replicas last seen until it answers again",
 			"replicas", s.replicas.Load(), "err", err)
@@ -324,9 +352,13 @@ func (s *shared) hold(cs []charge, d int) {
 func (s *shared) take(ctx context.Context, now time.Time, cs []charge, waited time.Duration) (time.Duration, int, time.Duration, bool, <-chan struct{}) {
 	began := time.Now()
 	if !s.down.Load() {
+		if s.takeLeased(now, cs) {
+			return 0, -1, 0, false, nil
+		}
 		keys := make([]string, 0, len(cs)+1)
-		args := make([]any, 0, 3+4*len(cs))
+		args := make([]any, 0, 3+5*len(cs))
 		args = append(args, s.replica, int64(3*HeartbeatEvery/time.Microsecond), int64(waited/time.Microsecond))
+		want := s.leaseAsk(now, cs)
 		for i := range cs {
 			c := &cs[i]
 			keys = append(keys, keyPrefix+c.id)
@@ -334,17 +366,20 @@ func (s *shared) take(ctx context.Context, now time.Time, cs []charge, waited ti
 			if c.kind == KindConcurrent {
 				kind = "c"
 			}
-			args = append(args, kind, c.limit, c.cost, int64(c.queue/time.Microsecond))
+			args = append(args, kind, c.limit, c.cost, int64(c.queue/time.Microsecond), want[i])
 		}
 		keys = append(keys, keyPrefix+"replicas")
 		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 		r, err := takeScript.Run(rctx, s.rdb, keys, args...).Int64Slice()
 		cancel()
-		if err == nil && len(r) == 5 {
+		if err == nil && len(r) >= 5 {
 			s.replicas.Store(max(r[4], 1))
 			wait := time.Duration(r[2]) * time.Microsecond
 			if r[0] == 1 {
 				s.hold(cs, 1)
+				if len(r) == 5+len(cs) {
+					s.leaseGot(now, cs, r[5:])
+				}
 				return wait, -1, 0, false, nil
 			}
 			// A queued request polls a shared concurrency limit
@@ -380,6 +415,10 @@ func (s *shared) end(now time.Time, cs []charge, delta int) {
 	if s.down.Load() {
 		return
 	}
+	local := make([]bool, len(cs))
+	if delta > 0 {
+		local = s.leaseCorrect(now, cs, delta)
+	}
 	keys := make([]string, 0, len(cs))
 	args := []any{s.replica}
 	for i := range cs {
@@ -388,7 +427,7 @@ func (s *shared) end(now time.Time, cs []charge, delta int) {
 		case c.kind == KindConcurrent:
 			keys = append(keys, keyPrefix+c.id)
 			args = append(args, "c", c.limit, 0)
-		case c.kind == KindTokens && delta != 0:
+		case c.kind == KindTokens && delta != 0 && !local[i]:
 			keys = append(keys, keyPrefix+c.id)
 			args = append(args, "t", c.limit, delta)
 		}
@@ -403,4 +442,140 @@ func (s *shared) end(now time.Time, cs []charge, delta int) {
 			s.failed(err)
 		}
 	})
+}
+
+// Leases: a local share of a rate paid in advance, so that a replica far
+// from a limit admits without a round trip. When a request goes to Redis,
+// each of its rates may also take a lease of leaseUnits (a 1/leaseShare of
+// the limit divided by the replicas alive), granted by the script only
+// while at least half of the window's budget is left after it. The replica
+// then admits, from memory, requests whose every limit is a rate covered by
+// a live lease, spending it.
+//
+// Redis counts a leased unit as admitted when it is paid, as if its request
+// had come then; the request comes later, within leaseFor. So from any
+// moment, the replicas together never admit more by a time than the units
+// paid by then, which the rate allows: the limit plus what regenerated
+// (TestSharedLeases). A window starting mid-way may see up to leaseFor's
+// worth of the rate paid before it (a 1/60 of the limit). Units a lease
+// leaves unused expire with it and are never given back (a give-back could
+// credit the rate more than was paid, after an idle spell): the replicas
+// admit less by at most the leases held, a 1/leaseShare of the limit. A
+// request held to a concurrency limit always asks Redis (its stream is
+// counted there), and a fallback drops the leases.
+
+// lease is a rate's units paid in Redis and not yet admitted.
+type lease struct {
+	units int64
+	until time.Time
+}
+
+const (
+	leaseShare = 16
+	leaseFor   = time.Second
+)
+
+// leaseUnits is the lease a rate asks for, 0 when the limit is too small
+// for one to be worth it.
+func (s *shared) leaseUnits(c *charge) int64 {
+	share := leaseShare * max(s.replicas.Load(), 1)
+	// The script's period is whole µs, at least 1: past 60 million a
+	// minute a unit weighs more than its share of the window, and the
+	// lease is bounded by its share of the window instead.
+	window := int64(Window / time.Microsecond)
+	period := max(window/int64(max(c.limit, 1)), 1)
+	n := min(int64(c.limit)/share, window/share/period)
+	if n < 2 {
+		return 0
+	}
+	return n
+}
+
+// takeLeased admits cs from the replica's leases, and reports whether it
+// did: every charge must be a rate with a live lease that holds its cost.
+func (s *shared) takeLeased(now time.Time, cs []charge) bool {
+	for i := range cs {
+		if cs[i].kind == KindConcurrent {
+			return false
+		}
+	}
+	s.leaseMu.Lock()
+	defer s.leaseMu.Unlock()
+	for i := range cs {
+		l := s.leases[cs[i].id]
+		if l == nil || !now.Before(l.until) || l.units < int64(cs[i].cost) {
+			return false
+		}
+	}
+	for i := range cs {
+		s.leases[cs[i].id].units -= int64(cs[i].cost)
+	}
+	return true
+}
+
+// leaseAsk returns, per charge, the lease to ask for: none while a live
+// one holds half a lease. An expired lease is forgotten.
+func (s *shared) leaseAsk(now time.Time, cs []charge) []int64 {
+	want := make([]int64, len(cs))
+	s.leaseMu.Lock()
+	defer s.leaseMu.Unlock()
+	for i := range cs {
+		c := &cs[i]
+		if c.kind == KindConcurrent {
+			continue
+		}
+		n := s.leaseUnits(c)
+		l := s.leases[c.id]
+		if l != nil && !now.Before(l.until) {
+			delete(s.leases, c.id)
+			l = nil
+		}
+		if n > 0 && (l == nil || l.units < n/2) {
+			want[i] = n
+		}
+	}
+	return want
+}
+
+// leaseGot keeps the leases the script granted (now is before they were
+// paid).
+func (s *shared) leaseGot(now time.Time, cs []charge, granted []int64) {
+	s.leaseMu.Lock()
+	defer s.leaseMu.Unlock()
+	for i, g := range granted {
+		if g <= 0 {
+			continue
+		}
+		l := s.leases[cs[i].id]
+		if l == nil || !now.Before(l.until) {
+			s.leases[cs[i].id] = &lease{units: g, until: now.Add(leaseFor)}
+			continue
+		}
+		// Added to a live lease, the new units expire with it: no unit
+		// outlives leaseFor from its payment.
+		l.units += g
+	}
+}
+
+// leaseCorrect takes the tokens an answer used beyond its estimate (delta
+// > 0) from the live leases of cs's token rates that hold them (paid
+// already), and reports which. The others, and every refund, are corrected
+// in Redis: a refund put into a lease could credit a rate that is already
+// whole, which Redis's correction never does.
+func (s *shared) leaseCorrect(now time.Time, cs []charge, delta int) []bool {
+	local := make([]bool, len(cs))
+	s.leaseMu.Lock()
+	defer s.leaseMu.Unlock()
+	for i := range cs {
+		if cs[i].kind != KindTokens {
+			continue
+		}
+		l := s.leases[cs[i].id]
+		if l == nil || !now.Before(l.until) || l.units < int64(delta) {
+			continue
+		}
+		l.units -= int64(delta)
+		local[i] = true
+	}
+	return local
 }

@@ -65,6 +65,75 @@ func TestSharedReplicas(t *testing.T) {
 	}
 }
 
+// TestSharedLeases: far from a limit, a replica admits from a lease it
+// paid for in Redis, without a round trip; near it, every admission asks
+// Redis; two replicas, then a third, still admit together no more than the
+// limit plus what regenerated (within one), and no less than the limit
+// minus the leases (a 1/16 of it).
+func TestSharedLeases(t *testing.T) {
+	r := testenv.StartRedis(t)
+	const limit = 1200 // a unit every 50 ms; leases of 1200 / (16 × 2) = 37
+	rule := Rule{Scope: ScopeKey, Match: "k", RequestsPerMinute: limit}
+	a, b := sharedLimiter(t, r, "a", rule), sharedLimiter(t, r, "b", rule)
+	ha, hb := &scriptHook{}, &scriptHook{}
+	a.back.(*shared).rdb.AddHook(ha)
+	b.back.(*shared).rdb.AddHook(hb)
+	q := Request{Key: "k"}
+	start := time.Now()
+	admitted := 0
+	admit := func(ls []*Limiter, n int) {
+		for i := range n {
+			if tk, d := ls[i%len(ls)].Admit(context.Background(), q); d == nil {
+				admitted++
+				tk.Done(-1)
+			}
+		}
+	}
+
+	// A quarter of the limit: about one script run per lease.
+	admit([]*Limiter{a, b}, limit/4)
+	takes := ha.take.Load() + hb.take.Load()
+	if admitted != limit/4 || takes > limit/4/10 {
+		t.Fatalf("far from the limit: %d of %d admitted with %d script runs, want all with at most %d", admitted, limit/4, takes, limit/4/10)
+	}
+	// A lease spent locally sends nothing.
+	ha.take.Store(0)
+	for {
+		l := a.back.(*shared)
+		l.leaseMu.Lock()
+		ls := l.leases[a.charges(q)[0].id]
+		units := int64(0)
+		if ls != nil && time.Now().Before(ls.until) {
+			units = ls.units
+		}
+		l.leaseMu.Unlock()
+		if units >= 5 {
+			admit([]*Limiter{a}, 5)
+			if n := ha.take.Load(); n != 0 {
+				t.Fatalf("5 admissions covered by a lease of %d sent %d script runs", units, n)
+			}
+			break
+		}
+		admit([]*Limiter{a}, 1) // a fresh lease
+		ha.take.Store(0)
+	}
+
+	// Past the limit: every replica is refused but for what regenerates.
+	admit([]*Limiter{a, b}, 2*limit)
+	regen := int(time.Since(start) / (time.Minute / limit))
+	if admitted > limit+regen+1 || admitted < limit-limit/16 {
+		t.Errorf("two replicas admitted %d, want the limit %d (+%d regenerated, +1; −%d leases)", admitted, limit, regen, limit/16)
+	}
+	c := sharedLimiter(t, r, "c", rule)
+	admit([]*Limiter{a, b, c}, limit/2)
+	regen = int(time.Since(start) / (time.Minute / limit))
+	if admitted > limit+regen+1 {
+		t.Errorf("with a third replica %d admitted in all, want at most %d (+%d regenerated, +1)", admitted, limit, regen)
+	}
+	t.Logf("admitted %d of a limit of %d (+%d regenerated in %v); script runs: a %d, b %d",
+		admitted, limit, regen, time.Since(start).Round(time.Millisecond), ha.take.Load(), hb.take.Load())
+}
+
 // TestSharedConcurrent: a concurrency limit holds across replicas, and a
 // stream released on one lets the other admit.
 func TestSharedConcurrent(t *testing.T) {
@@ -187,6 +256,47 @@ func BenchmarkAdmitRedis(b *testing.B) {
 	b.ReportMetric(float64(h.take.Load())/float64(b.N), "take_cmds/op")
 	b.ReportMetric(float64(h.end.Load())/float64(b.N), "end_cmds/op")
 	b.ReportMetric(float64(h.other.Load())/float64(b.N), "other_cmds/op")
+}
+
+// BenchmarkAdmitRedisLeased is BenchmarkAdmitRedis with rate limits only
+// (a key's requests, a group's tokens), far from reached: the replica
+// admits from its leases, and asks Redis about once a lease.
+func BenchmarkAdmitRedisLeased(b *testing.B) {
+	r := testenv.StartRedis(b)
+	// Limits a run of a few seconds stays far from: the script's rates
+	// have a whole µs as their least period (60 million a minute).
+	l, err := NewShared([]Rule{
+		{Scope: ScopeKey, Match: "*", RequestsPerMinute: 1 << 22},
+		{Scope: ScopeGroup, Match: "team", TokensPerMinute: 1 << 25},
+	}, SharedOptions{URL: r.URL(), Replica: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	q := Request{Key: "alice", Group: "team", Model: "gpt-4o", Tokens: 5}
+	t, _ := l.Admit(ctx, q)
+	t.Done(7)
+	l.back.(*shared).ends.Wait()
+	h := &scriptHook{}
+	l.back.(*shared).rdb.AddHook(h)
+	b.ReportAllocs()
+	cpu := cpuTime(b)
+	for b.Loop() {
+		t, d := l.Admit(ctx, q)
+		if d != nil {
+			b.Fatal(d)
+		}
+		t.Done(7) // 2 more than estimated: taken from the lease
+	}
+	b.StopTimer()
+	l.back.(*shared).ends.Wait()
+	reportCPU(b, cpu)
+	if st, _ := l.Shared(); !st.Up || st.Fallbacks > 0 {
+		b.Fatalf("the benchmark fell back: %+v", st)
+	}
+	b.ReportMetric(float64(h.take.Load())/float64(b.N), "take_cmds/op")
+	b.ReportMetric(float64(h.end.Load())/float64(b.N), "end_cmds/op")
 }
 
 // scriptHook counts the commands a client sends by script: the
