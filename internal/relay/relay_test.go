@@ -299,9 +299,12 @@ func TestMilestones(t *testing.T) {
 			if rec.Tokens.Visible == nil || *rec.Tokens.Visible != 60 {
 				t.Errorf("fast: visible tokens %v (source %s), want 60", rec.Tokens.Visible, rec.Tokens.Source)
 			}
+			// The relay writes a piece as it reads it: 5 ms, plus what this
+			// process's timers were seen to run late during the request
+			// (a goroutine descheduled between the read and the write).
 			lag, ok := rec.RelayLag().Get()
-			if !ok || lag < 0 || lag > 5*time.Millisecond {
-				t.Errorf("fast: relay lag %v %v", lag, ok)
+			if slip := testenv.Slip(time.Since(rec.Timestamp) + time.Second); !ok || lag < 0 || lag > 5*time.Millisecond+slip {
+				t.Errorf("fast: relay lag %v %v, want 0…5 ms + %v (timers ran up to that late meanwhile)", lag, ok, slip)
 			}
 			if rec.Terminal != "done" || rec.Channel == "" || rec.KeyName != "client" || rec.Group != "g" {
 				t.Errorf("fast: record %+v", rec)
@@ -468,8 +471,11 @@ func TestClientCancel(t *testing.T) {
 		if !info.Cancelled {
 			t.Fatalf("%s: simulator never saw the cancel", api)
 		}
-		if d := info.CancelledAt.Sub(hangUp); d > 100*time.Millisecond {
-			t.Errorf("%s: simulator saw the cancel %v after the client hung up, want < 100ms", api, d)
+		// At once: 100 ms, plus twice what this process's timers were seen
+		// to run late meanwhile (the gateway's and the simulator's
+		// goroutines each wait their turn on a loaded machine).
+		if d, slip := info.CancelledAt.Sub(hangUp), testenv.Slip(time.Since(hangUp)+time.Second); d > 100*time.Millisecond+2*slip {
+			t.Errorf("%s: simulator saw the cancel %v after the client hung up, want < 100ms + %v (timers ran up to %v late meanwhile)", api, d, 2*slip, slip)
 		}
 	}
 }
