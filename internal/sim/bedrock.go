@@ -8,9 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -49,6 +47,22 @@ const (
 	APIBedrockInvoke API = "bedrock.invoke"   // POST /model/{id}/invoke-with-response-stream, /invoke (Anthropic bodies)
 )
 
+func init() {
+	Register(&Unit{API: APIConverse, Read: readConverse, WriteError: writeBedrockError,
+		NewEncoder: func(r *Response) Encoder { return newConverseEncoder(r) }})
+	Register(&Unit{API: APIBedrockInvoke, Read: readInvoke, WriteError: writeBedrockError,
+		NewEncoder: func(r *Response) Encoder { return newInvokeEncoder(r) }})
+	route := func(path string, api API, stream bool) Route {
+		return Route{Path: path, API: api, Model: "model", Target: true, Stream: stream, Accept: bedrockAccept, Record: true}
+	}
+	RegisterKind(&Kind{Name: "bedrock", Routes: []Route{
+		route("/model/{model}/converse-stream", APIConverse, true),
+		route("/model/{model}/converse", APIConverse, false),
+		route("/model/{model}/invoke-with-response-stream", APIBedrockInvoke, true),
+		route("/model/{model}/invoke", APIBedrockInvoke, false),
+	}})
+}
+
 // The AWS credentials the simulator accepts when Options.AWSCredentials
 // is empty, so that an AWS SDK can be pointed at `ttfx sim` as it is.
 const (
@@ -66,62 +80,37 @@ const bedrockContentType = "application/vnd.amazon.eventstream"
 // sigV4MaxSkew is how far a signature's time may be from the server's.
 const sigV4MaxSkew = 15 * time.Minute
 
-func (s *Server) bedrockRoutes(m *http.ServeMux) {
-	m.HandleFunc("/model/{model}/converse-stream", s.bedrock(APIConverse, true))
-	m.HandleFunc("/model/{model}/converse", s.bedrock(APIConverse, false))
-	m.HandleFunc("/model/{model}/invoke-with-response-stream", s.bedrock(APIBedrockInvoke, true))
-	m.HandleFunc("/model/{model}/invoke", s.bedrock(APIBedrockInvoke, false))
-}
-
-// bedrock serves one Bedrock route: authentication first, as AWS does it,
-// then the simulation.
-func (s *Server) bedrock(api API, stream bool) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			s.serve(w, r, api, r.PathValue("model"), stream, true)
-			return
-		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
-		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				writeError(w, familyBedrock, errorf(http.StatusRequestEntityTooLarge, fmt.Sprintf("The request body is larger than %d bytes.", mbe.Limit)))
-			}
-			return
-		}
-		if e := s.bedrockAuth(r, body); e != nil {
-			writeError(w, familyBedrock, e)
-			if s.opts.OnRequest != nil {
-				s.opts.OnRequest(Info{API: api, Path: r.URL.Path, Status: e.status, Error: e.msg, Received: s.now(), Ended: s.now()})
-			}
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		s.serve(w, r, api, r.PathValue("model"), stream, true)
+// bedrockAccept checks a request's bearer key or SigV4 signature, as AWS
+// does, before the simulation; a request of another method than POST is
+// refused by the simulation (405).
+func bedrockAccept(c *Call) *Error {
+	if c.R.Method != http.MethodPost {
+		return nil
 	}
-}
-
-// bedrockAuth checks a request's bearer key or SigV4 signature.
-func (s *Server) bedrockAuth(r *http.Request, body []byte) *apiError {
-	authz := r.Header.Get("Authorization")
+	body, e := c.Body()
+	if e != nil {
+		return e
+	}
+	authz := c.R.Header.Get("Authorization")
 	switch {
 	case strings.HasPrefix(authz, "Bearer "):
 		key := strings.TrimPrefix(authz, "Bearer ")
-		if s.opts.APIKey != "" && subtle.ConstantTimeCompare([]byte(key), []byte(s.opts.APIKey)) != 1 {
-			return &apiError{status: http.StatusForbidden, code: "UnrecognizedClientException", msg: "The security token included in the request is invalid."}
+		if want := c.Options().APIKey; want != "" && subtle.ConstantTimeCompare([]byte(key), []byte(want)) != 1 {
+			return CodedError(http.StatusForbidden, "UnrecognizedClientException", "The security token included in the request is invalid.")
 		}
 		return nil
 	case strings.HasPrefix(authz, "AWS4-HMAC-SHA256 "):
-		return s.verifySigV4(r, authz, body)
+		return verifySigV4(c, authz, body)
 	}
-	return &apiError{status: http.StatusForbidden, code: "MissingAuthenticationTokenException", msg: "Missing Authentication Token"}
+	return CodedError(http.StatusForbidden, "MissingAuthenticationTokenException", "Missing Authentication Token")
 }
 
 // verifySigV4 verifies an AWS Signature Version 4 Authorization header:
 // it rebuilds the canonical request from the signed headers, the path
 // (escaped again, as for every service but S3), the query and the payload
 // hash, and compares the signature derived from the access key's secret.
-func (s *Server) verifySigV4(r *http.Request, authz string, body []byte) *apiError {
+func verifySigV4(c *Call, authz string, body []byte) *Error {
+	r := c.R
 	var cred, signed, sig string
 	for _, part := range strings.Split(strings.TrimPrefix(authz, "AWS4-HMAC-SHA256 "), ",") {
 		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
@@ -136,28 +125,26 @@ func (s *Server) verifySigV4(r *http.Request, authz string, body []byte) *apiErr
 	}
 	scope := strings.Split(cred, "/")
 	if len(scope) != 5 || scope[4] != "aws4_request" || signed == "" || sig == "" {
-		return &apiError{status: http.StatusBadRequest, code: "IncompleteSignatureException",
-			msg: "Authorization header requires 'Credential', 'Signature' and 'SignedHeaders' parameters."}
+		return CodedError(http.StatusBadRequest, "IncompleteSignatureException", "Authorization header requires 'Credential', 'Signature' and 'SignedHeaders' parameters.")
 	}
-	secret, ok := s.awsSecret(scope[0])
+	secret, ok := awsSecret(c.Options().AWSCredentials, scope[0])
 	if !ok {
-		return &apiError{status: http.StatusForbidden, code: "UnrecognizedClientException", msg: "The security token included in the request is invalid."}
+		return CodedError(http.StatusForbidden, "UnrecognizedClientException", "The security token included in the request is invalid.")
 	}
 	amzDate := r.Header.Get("X-Amz-Date")
 	at, err := time.Parse("20060102T150405Z", amzDate)
 	if err != nil || !strings.HasPrefix(amzDate, scope[1]) {
-		return &apiError{status: http.StatusBadRequest, code: "IncompleteSignatureException", msg: "Date must be in ISO-8601 'basic format'."}
+		return CodedError(http.StatusBadRequest, "IncompleteSignatureException", "Date must be in ISO-8601 'basic format'.")
 	}
-	if d := s.now().Sub(at); d > sigV4MaxSkew || d < -sigV4MaxSkew {
-		return &apiError{status: http.StatusForbidden, code: "InvalidSignatureException",
-			msg: fmt.Sprintf("Signature expired: %s is now earlier than %s.", amzDate, s.now().UTC().Add(-sigV4MaxSkew).Format("20060102T150405Z"))}
+	if d := c.Now().Sub(at); d > sigV4MaxSkew || d < -sigV4MaxSkew {
+		return CodedError(http.StatusForbidden, "InvalidSignatureException", fmt.Sprintf("Signature expired: %s is now earlier than %s.", amzDate, c.Now().UTC().Add(-sigV4MaxSkew).Format("20060102T150405Z")))
 	}
 	payloadHash := r.Header.Get("X-Amz-Content-Sha256")
 	if payloadHash == "" {
 		h := sha256.Sum256(body)
 		payloadHash = hex.EncodeToString(h[:])
 	} else if h := sha256.Sum256(body); payloadHash != "UNSIGNED-PAYLOAD" && payloadHash != hex.EncodeToString(h[:]) {
-		return &apiError{status: http.StatusBadRequest, code: "XAmzContentSHA256Mismatch", msg: "The provided 'x-amz-content-sha256' header does not match what was computed."}
+		return CodedError(http.StatusBadRequest, "XAmzContentSHA256Mismatch", "The provided 'x-amz-content-sha256' header does not match what was computed.")
 	}
 	canonical := CanonicalRequest(r, signed, payloadHash)
 	ch := sha256.Sum256([]byte(canonical))
@@ -168,17 +155,16 @@ func (s *Server) verifySigV4(r *http.Request, authz string, body []byte) *apiErr
 	}
 	want := hex.EncodeToString(hmacSHA256(key, toSign))
 	if subtle.ConstantTimeCompare([]byte(want), []byte(sig)) != 1 {
-		return &apiError{status: http.StatusForbidden, code: "InvalidSignatureException",
-			msg: "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details."}
+		return CodedError(http.StatusForbidden, "InvalidSignatureException", "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.")
 	}
 	return nil
 }
 
-func (s *Server) awsSecret(id string) (string, bool) {
-	if len(s.opts.AWSCredentials) == 0 {
+func awsSecret(creds map[string]string, id string) (string, bool) {
+	if len(creds) == 0 {
 		return DefaultAWSSecretAccessKey, id == DefaultAWSAccessKeyID
 	}
-	sec, ok := s.opts.AWSCredentials[id]
+	sec, ok := creds[id]
 	return sec, ok
 }
 
@@ -259,21 +245,21 @@ func awsEscape(s string, slash bool) string {
 
 // writeBedrockError writes e in Bedrock's shape: {"message"} and the
 // exception in x-amzn-ErrorType.
-func writeBedrockError(w http.ResponseWriter, e *apiError) {
+func writeBedrockError(w http.ResponseWriter, e *Error) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	typ := e.code
+	typ := e.Code()
 	if typ == "" {
-		typ = bedrockException(e.status)
+		typ = bedrockException(e.Status())
 	}
 	h.Set("X-Amzn-Errortype", typ)
-	if e.status == http.StatusTooManyRequests || e.status == http.StatusServiceUnavailable {
+	if e.Status() == http.StatusTooManyRequests || e.Status() == http.StatusServiceUnavailable {
 		h.Set("Retry-After", "1")
 	}
-	w.WriteHeader(e.status)
-	w.Write(marshal(struct {
+	w.WriteHeader(e.Status())
+	w.Write(Marshal(struct {
 		Message string `json:"message"`
-	}{e.msg}))
+	}{e.Message()}))
 }
 
 // bedrockException is Bedrock's exception type for an HTTP status.
@@ -297,22 +283,26 @@ func bedrockException(status int) string {
 	return "InternalServerException"
 }
 
+// bedrockInvokeEncoder is the API whose events InvokeModel streams
+// carry (step 1 of the move to the unit; the unit names it).
+const bedrockInvokeEncoder API = "anthropic"
+
 // bedrockThrottled is the message of Bedrock's throttling, HTTP and in-stream.
 const bedrockThrottled = "Too many tokens, please wait before trying again."
 
 // converseEncoder writes the Converse API. Text and reasoning blocks have
 // no contentBlockStart (Bedrock sends one only for a toolUse block).
 type converseEncoder struct {
-	r     *response
+	r     *Response
 	index int // the open block's index; -1 before the first
-	open  stepKind
+	open  StepKind
 }
 
-func newConverseEncoder(r *response) *converseEncoder { return &converseEncoder{r: r, index: -1} }
+func newConverseEncoder(r *Response) *converseEncoder { return &converseEncoder{r: r, index: -1} }
 
-func (e *converseEncoder) contentType() string { return bedrockContentType }
+func (e *converseEncoder) ContentType() string { return bedrockContentType }
 
-func (e *converseEncoder) events(b []byte) int { return countFrames(b) }
+func (e *converseEncoder) Events(b []byte) int { return countFrames(b) }
 
 type cvDelta struct {
 	Index int `json:"contentBlockIndex"`
@@ -320,7 +310,7 @@ type cvDelta struct {
 }
 
 func (e *converseEncoder) stopReason() string {
-	if e.r.hasTool {
+	if e.r.HasTool {
 		return "tool_use"
 	}
 	return "end_turn"
@@ -330,61 +320,61 @@ func (e *converseEncoder) closeBlock(dst []byte) []byte {
 	if e.open == 0 {
 		return dst
 	}
-	if e.open == stepReasoning {
-		dst = eventstream.AppendEvent(dst, "contentBlockDelta", marshal(cvDelta{e.index, map[string]any{"reasoningContent": map[string]string{"signature": e.r.id.signature}}}))
+	if e.open == StepReasoning {
+		dst = eventstream.AppendEvent(dst, "contentBlockDelta", Marshal(cvDelta{e.index, map[string]any{"reasoningContent": map[string]string{"signature": e.r.ID.Signature}}}))
 	}
-	dst = eventstream.AppendEvent(dst, "contentBlockStop", marshal(struct {
+	dst = eventstream.AppendEvent(dst, "contentBlockStop", Marshal(struct {
 		Index int `json:"contentBlockIndex"`
 	}{e.index}))
 	e.open = 0
 	return dst
 }
 
-func (e *converseEncoder) openBlock(dst []byte, kind stepKind) []byte {
+func (e *converseEncoder) openBlock(dst []byte, kind StepKind) []byte {
 	dst = e.closeBlock(dst)
 	e.index++
 	e.open = kind
-	if kind == stepTool {
-		dst = eventstream.AppendEvent(dst, "contentBlockStart", marshal(struct {
+	if kind == StepTool {
+		dst = eventstream.AppendEvent(dst, "contentBlockStart", Marshal(struct {
 			Index int `json:"contentBlockIndex"`
 			Start any `json:"start"`
-		}{e.index, map[string]any{"toolUse": map[string]string{"toolUseId": e.r.id.toolUse, "name": e.r.c.toolName}}}))
+		}{e.index, map[string]any{"toolUse": map[string]string{"toolUseId": e.r.ID.ToolUse, "name": e.r.ToolName}}}))
 	}
 	return dst
 }
 
-func (e *converseEncoder) frame(dst []byte, st step) []byte {
-	switch st.kind {
-	case stepStart:
+func (e *converseEncoder) Frame(dst []byte, st Step) []byte {
+	switch st.Kind {
+	case StepStart:
 		return eventstream.AppendEvent(dst, "messageStart", []byte(`{"role":"assistant"}`))
-	case stepToolStart:
-		return e.openBlock(dst, stepTool)
-	case stepReasoning, stepTool, stepText:
-		if e.open != st.kind {
-			dst = e.openBlock(dst, st.kind)
+	case StepToolStart:
+		return e.openBlock(dst, StepTool)
+	case StepReasoning, StepTool, StepText:
+		if e.open != st.Kind {
+			dst = e.openBlock(dst, st.Kind)
 		}
 		var d any
-		switch st.kind {
-		case stepReasoning:
-			d = map[string]any{"reasoningContent": map[string]string{"text": st.text}}
-		case stepTool:
-			d = map[string]any{"toolUse": map[string]string{"input": st.text}}
+		switch st.Kind {
+		case StepReasoning:
+			d = map[string]any{"reasoningContent": map[string]string{"text": st.Text}}
+		case StepTool:
+			d = map[string]any{"toolUse": map[string]string{"input": st.Text}}
 		default:
-			d = map[string]string{"text": st.text}
+			d = map[string]string{"text": st.Text}
 		}
-		dst = eventstream.AppendEvent(dst, "contentBlockDelta", marshal(cvDelta{e.index, d}))
-		if st.last {
+		dst = eventstream.AppendEvent(dst, "contentBlockDelta", Marshal(cvDelta{e.index, d}))
+		if st.Last {
 			dst = e.closeBlock(dst)
 		}
 		return dst
-	case stepFinish:
+	case StepFinish:
 		dst = e.closeBlock(dst)
-		dst = eventstream.AppendEvent(dst, "messageStop", marshal(struct {
+		dst = eventstream.AppendEvent(dst, "messageStop", Marshal(struct {
 			StopReason string `json:"stopReason"`
 		}{e.stopReason()}))
-		return eventstream.AppendEvent(dst, "metadata", marshal(e.metadata(st.at)))
-	case stepError:
-		return eventstream.AppendException(dst, "throttlingException", marshal(struct {
+		return eventstream.AppendEvent(dst, "metadata", Marshal(e.metadata(st.At)))
+	case StepError:
+		return eventstream.AppendException(dst, "throttlingException", Marshal(struct {
 			Message string `json:"message"`
 		}{bedrockThrottled}))
 	}
@@ -405,28 +395,28 @@ type cvMetadata struct {
 }
 
 func (e *converseEncoder) metadata(at time.Duration) cvMetadata {
-	out := e.r.c.outputTokens()
-	m := cvMetadata{Usage: cvUsage{e.r.input, out, e.r.input + out}}
+	out := e.r.OutputTokens()
+	m := cvMetadata{Usage: cvUsage{e.r.Input, out, e.r.Input + out}}
 	m.Metrics.LatencyMs = at.Milliseconds()
 	return m
 }
 
-func (e *converseEncoder) body() []byte {
+func (e *converseEncoder) Body() []byte {
 	var content []any
-	for _, k := range e.r.order {
+	for _, k := range e.r.Order {
 		switch k {
-		case stepReasoning:
+		case StepReasoning:
 			content = append(content, map[string]any{"reasoningContent": map[string]any{
-				"reasoningText": map[string]string{"text": e.r.c.reasoningText, "signature": e.r.id.signature}}})
-		case stepTool:
+				"reasoningText": map[string]string{"text": e.r.ReasoningText, "signature": e.r.ID.Signature}}})
+		case StepTool:
 			content = append(content, map[string]any{"toolUse": map[string]any{
-				"toolUseId": e.r.id.toolUse, "name": e.r.c.toolName, "input": json.RawMessage(e.r.c.toolArgs)}})
+				"toolUseId": e.r.ID.ToolUse, "name": e.r.ToolName, "input": json.RawMessage(e.r.ToolArgs)}})
 		default:
-			content = append(content, map[string]string{"text": e.r.c.visibleText})
+			content = append(content, map[string]string{"text": e.r.VisibleText})
 		}
 	}
-	md := e.metadata(e.r.end)
-	return marshal(struct {
+	md := e.metadata(e.r.End)
+	return Marshal(struct {
 		Output struct {
 			Message struct {
 				Role    string `json:"role"`
@@ -451,31 +441,31 @@ func (e *converseEncoder) body() []byte {
 // model: each event of the Messages stream becomes the base64 "bytes" of
 // one chunk message; message_stop carries Bedrock's invocation metrics.
 type invokeEncoder struct {
-	anth *anthEncoder
-	r    *response
+	anth Encoder
+	r    *Response
 	rd   *sse.Reader
 	src  bytes.Reader
 	sse  []byte
 }
 
-func newInvokeEncoder(r *response) *invokeEncoder {
-	return &invokeEncoder{anth: newAnthEncoder(r), r: r}
+func newInvokeEncoder(r *Response) *invokeEncoder {
+	return &invokeEncoder{anth: units[bedrockInvokeEncoder].NewEncoder(r), r: r}
 }
 
-func (e *invokeEncoder) contentType() string { return bedrockContentType }
+func (e *invokeEncoder) ContentType() string { return bedrockContentType }
 
-func (e *invokeEncoder) events(b []byte) int { return countFrames(b) }
+func (e *invokeEncoder) Events(b []byte) int { return countFrames(b) }
 
-func (e *invokeEncoder) frame(dst []byte, st step) []byte {
-	if st.kind == stepHeartbeat {
+func (e *invokeEncoder) Frame(dst []byte, st Step) []byte {
+	if st.Kind == StepHeartbeat {
 		return dst // Bedrock does not relay Anthropic's pings
 	}
-	if st.kind == stepError {
-		return eventstream.AppendException(dst, "throttlingException", marshal(struct {
+	if st.Kind == StepError {
+		return eventstream.AppendException(dst, "throttlingException", Marshal(struct {
 			Message string `json:"message"`
 		}{bedrockThrottled}))
 	}
-	e.sse = e.anth.frame(e.sse[:0], st)
+	e.sse = e.anth.Frame(e.sse[:0], st)
 	e.src.Reset(e.sse)
 	rd := sse.NewReader(&e.src, 0)
 	for {
@@ -491,9 +481,9 @@ func (e *invokeEncoder) frame(dst []byte, st step) []byte {
 			continue
 		}
 		if string(p.Event.Type) == "message_stop" {
-			data = e.invocationMetrics(data, st.at)
+			data = e.invocationMetrics(data, st.At)
 		}
-		chunk := marshal(struct {
+		chunk := Marshal(struct {
 			Bytes string `json:"bytes"`
 		}{base64.StdEncoding.EncodeToString(data)})
 		dst = eventstream.Append(dst, []eventstream.Header{
@@ -512,13 +502,13 @@ func (e *invokeEncoder) invocationMetrics(data []byte, at time.Duration) []byte 
 		return data
 	}
 	m["amazon-bedrock-invocationMetrics"] = map[string]int64{
-		"inputTokenCount": int64(e.r.input), "outputTokenCount": int64(e.r.c.outputTokens()),
-		"invocationLatency": at.Milliseconds(), "firstByteLatency": e.r.firstByte.Milliseconds(),
+		"inputTokenCount": int64(e.r.Input), "outputTokenCount": int64(e.r.OutputTokens()),
+		"invocationLatency": at.Milliseconds(), "firstByteLatency": e.r.FirstByte.Milliseconds(),
 	}
-	return marshal(m)
+	return Marshal(m)
 }
 
-func (e *invokeEncoder) body() []byte { return e.anth.body() }
+func (e *invokeEncoder) Body() []byte { return e.anth.Body() }
 
 // countFrames counts the event-stream messages in b.
 func countFrames(b []byte) int {
@@ -534,32 +524,38 @@ func countFrames(b []byte) int {
 	return n
 }
 
-// parseBedrockRequest reads what the simulator needs of a Converse or
-// Anthropic-on-Bedrock body; errors are Bedrock's ValidationExceptions.
-func parseBedrockRequest(api API, fields map[string]json.RawMessage, req *request) *apiError {
-	if api == APIConverse {
-		if e := arrayField(fields, "messages", true); e != nil {
-			return &apiError{status: http.StatusBadRequest, msg: "1 validation error detected: Value at 'messages' failed to satisfy constraint: Member must not be null"}
-		}
-		return nil
+// readConverse reads what the simulator needs of a Converse body; errors
+// are Bedrock's ValidationExceptions.
+func readConverse(b Body, req *Request) ([]string, *Error) {
+	if e := b.Array("messages", true); e != nil {
+		return nil, Errorf(http.StatusBadRequest, "1 validation error detected: Value at 'messages' failed to satisfy constraint: Member must not be null")
+	}
+	return []string{"system", "messages"}, nil
+}
+
+// readInvoke reads an Anthropic body as Bedrock takes it: with its
+// anthropic_version, and without model or stream (the path says them).
+func readInvoke(b Body, req *Request) ([]string, *Error) {
+	malformed := func(what string) *Error {
+		return Errorf(http.StatusBadRequest, "Malformed input request: #: "+what+", please reformat your input and try again.")
 	}
 	var v string
-	if raw, ok := fields["anthropic_version"]; !ok || json.Unmarshal(raw, &v) != nil || v != BedrockAnthropicVersion {
-		return &apiError{status: http.StatusBadRequest, msg: "Malformed input request: #: required key [anthropic_version] not found or not " + BedrockAnthropicVersion + ", please reformat your input and try again."}
+	if raw, ok := b.Raw("anthropic_version"); !ok || json.Unmarshal(raw, &v) != nil || v != BedrockAnthropicVersion {
+		return nil, malformed("required key [anthropic_version] not found or not " + BedrockAnthropicVersion)
 	}
-	if _, ok := fields["model"]; ok {
-		return &apiError{status: http.StatusBadRequest, msg: "Malformed input request: #: extraneous key [model] is not permitted, please reformat your input and try again."}
+	if b.Has("model") {
+		return nil, malformed("extraneous key [model] is not permitted")
 	}
-	if _, ok := fields["stream"]; ok {
-		return &apiError{status: http.StatusBadRequest, msg: "Malformed input request: #: extraneous key [stream] is not permitted, please reformat your input and try again."}
+	if b.Has("stream") {
+		return nil, malformed("extraneous key [stream] is not permitted")
 	}
-	if e := arrayField(fields, "messages", true); e != nil {
-		return &apiError{status: http.StatusBadRequest, msg: "Malformed input request: #: required key [messages] not found, please reformat your input and try again."}
+	if e := b.Array("messages", true); e != nil {
+		return nil, malformed("required key [messages] not found")
 	}
-	raw, ok := fields["max_tokens"]
+	raw, ok := b.Raw("max_tokens")
 	var n int
 	if !ok || json.Unmarshal(raw, &n) != nil || n < 1 {
-		return &apiError{status: http.StatusBadRequest, msg: "Malformed input request: #: required key [max_tokens] not found, please reformat your input and try again."}
+		return nil, malformed("required key [max_tokens] not found")
 	}
-	return nil
+	return []string{"system", "messages"}, nil
 }

@@ -171,16 +171,16 @@ func BenchmarkFrame(b *testing.B) {
 	c := generate(p)
 	pl := buildPlan(p, fault{}, c)
 	r := newResponse("mixed", "mixed", p, c, pl, 10, true)
-	st := step{kind: stepText, text: " token", tokens: 1}
+	st := Step{Kind: StepText, Text: " token", Tokens: 1}
 	for _, api := range []API{APIChat, APIResponses, APIAnthropic, APIGemini} {
 		b.Run(string(api), func(b *testing.B) {
-			enc := newEncoder(api, r)
-			enc.frame(nil, step{kind: stepStart})
-			enc.frame(nil, step{kind: stepText, text: "x", tokens: 1})
+			enc := units[api].NewEncoder(r)
+			enc.Frame(nil, Step{Kind: StepStart})
+			enc.Frame(nil, Step{Kind: StepText, Text: "x", Tokens: 1})
 			buf := make([]byte, 0, 1024)
 			b.ReportAllocs()
 			for b.Loop() {
-				buf = enc.frame(buf[:0], st)
+				buf = enc.Frame(buf[:0], st)
 			}
 		})
 	}

@@ -1,10 +1,10 @@
 // Package sim is the simulated LLM provider of SPEC.md §6 (issue 3): an
-// http.Handler that speaks OpenAI chat completions, legacy completions,
-// Responses, embeddings and models, Anthropic Messages and Gemini
-// generateContent / streamGenerateContent?alt=sse, streaming and not, in
-// each provider's own wire format (compare testdata/fixtures), with the
-// timing of a chosen profile. The gateway's tests, the zero-config
-// `ttfx serve`, `ttfx demo` and the benchmark run against it, so its timing
+// http.Handler that speaks every client-facing API a provider unit
+// registers its simulator side for (Unit; internal/provider/<name>/<name>sim),
+// streaming and not, in each provider's own wire format (compare
+// testdata/fixtures), and the URL forms of the provider kinds that have
+// their own (Kind), with the timing of a chosen profile. The gateway's
+// tests, the zero-config `ttfx serve`, `ttfx demo` and the benchmark run against it, so its timing
 // is the reference the gateway's accuracy is judged by.
 //
 // # Profiles and timing
@@ -30,7 +30,7 @@
 // text the client received. The usage reports what was sent: input tokens
 // are counted over the prompt's text, output tokens are visible + reasoning
 // (streamed or hidden) + tool-call argument tokens, with reasoning broken
-// out where the protocol does (OpenAI, Responses, Gemini thoughts). Bodies
+// out where the protocol does. Bodies
 // are the same bytes for the same profile, seed and request: ids derive
 // from the profile's name and seed and timestamps are fixed. The prompt
 // never changes the timing.
@@ -43,7 +43,7 @@
 //	stall_after:N:MS     everything from visible token N+1 on is sent MS later (heartbeats go on)
 //	truncate             no finish or terminal marker, clean close
 //	error_event_after:N  after N visible tokens an in-stream error event in the protocol's format
-//	                     ({"error":…} for OpenAI and Gemini, Anthropic event: error, Responses error),
+//	                     (each API's own: an error chunk, an error event),
 //	                     then a clean close
 //
 // A non-streaming request answers at the time the stream would have ended:
@@ -55,11 +55,27 @@
 //
 // A profile's rate_limit (requests_per_minute, tokens_per_minute) is the
 // simulated provider's own limit, a bucket refilled continuously: every
-// answer carries the provider's rate-limit headers (OpenAI's
-// x-ratelimit-*, Azure's remaining counts, Anthropic's
-// anthropic-ratelimit-*; none on Gemini), and a request past the limit is
-// answered 429 in the provider's format with Retry-After, before anything
-// is served (ratelimit.go).
+// answer carries the provider's rate-limit headers (Unit.RateHeaders, or a
+// kind's Route.RateHeaders; DefaultRateHeaders when the unit gives none),
+// and a request past the limit is answered 429 in the provider's format
+// with Retry-After, before anything is served (ratelimit.go).
+//
+// # Units and kinds
+//
+// This package names no provider. A client-facing API's simulator side is
+// a Unit (Register): how its bodies are read, its Encoder, its model list,
+// its own error writer and rate-limit headers when they are not the
+// default's; the simulator serves it on the API's wire endpoints. A
+// provider kind with its own URLs, credentials or framing is a Kind
+// (RegisterKind): its Routes, each with an Accept hook that authenticates
+// and checks the request (Call: the body, the bearer tokens the token
+// endpoints issued, the options) and may pick the API, the model and
+// streaming from the path, a Wrap hook that rewrites what the API writes,
+// and its own RateHeaders; its Endpoints serve paths of no API (an
+// identity provider's token endpoint, answered with Server.IssueToken).
+// Adding a provider touches its unit's package
+// (internal/provider/<name>/<name>sim), its tests and one line in
+// internal/provider/all.
 //
 // # Replay
 //

@@ -6,27 +6,21 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/ttfx/ttfx/internal/protocol"
 	"github.com/ttfx/ttfx/internal/sse"
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
-// API names the endpoint family a request came to. The four streaming
-// protocols use the names of SPEC.md §10 (`ttfx inspect --api`).
+// API names the client-facing API a request came to, as wire and the
+// record name it ("openai.chat"; SPEC.md §10, `ttfx inspect --api`).
 type API string
 
-// The endpoints the simulator serves.
+// The endpoints the simulator serves besides the registered APIs'.
 const (
-	APIChat        API = "openai.chat"        // POST /v1/chat/completions
-	APICompletions API = "openai.completions" // POST /v1/completions (legacy text completions)
-	APIResponses   API = "openai.responses"   // POST /v1/responses
-	APIEmbeddings  API = "openai.embeddings"  // POST /v1/embeddings
-	APIModels      API = "models"             // GET /v1/models, /v1beta/models
-	APIAnthropic   API = "anthropic"          // POST /v1/messages
-	APIGemini      API = "gemini"             // POST /v1beta/models/{model}:generateContent, :streamGenerateContent?alt=sse
-	APIHealth      API = "healthz"            // GET /healthz
+	APIModels API = "models"  // the model-listing paths of the units (Unit.ModelPaths)
+	APIHealth API = "healthz" // GET /healthz
 )
 
 // created is the fixed creation time written into OpenAI bodies
@@ -34,49 +28,26 @@ const (
 // profile's bodies differ from one request to the next.
 const created int64 = 1767225600
 
-// response is what one request's encoder needs: shared by the protocols.
-type response struct {
-	model        string
-	id           ids
-	c            *content
-	input        int        // prompt tokens
-	includeUsage bool       // OpenAI stream_options.include_usage
-	order        []stepKind // the content parts in the order the stream sends them
-	hasTool      bool
-	// commentPings: keep-alives go out on the OpenAI APIs as ": ping"
-	// comments (Profile.HeartbeatComments).
-	commentPings bool
-	// firstByte and end are when the first content and the last step are
-	// due (Bedrock reports them as its own metrics).
-	firstByte, end time.Duration
-}
-
-func newResponse(model, profile string, p Profile, c *content, pl plan, input int, includeUsage bool) *response {
-	r := &response{model: model, id: makeIDs(profile, p.Seed), c: c, input: input, includeUsage: includeUsage, commentPings: p.HeartbeatComments, end: pl.end}
-	seen := map[stepKind]bool{}
+func newResponse(model, profile string, p Profile, c *content, pl plan, input int, includeUsage bool) *Response {
+	r := &Response{Model: model, ID: makeIDs(profile, p.Seed), Input: input, IncludeUsage: includeUsage,
+		VisibleText: c.visibleText, ReasoningText: c.reasoningText, ToolName: c.toolName, ToolArgs: c.toolArgs,
+		VisibleTokens: c.visibleTokens, ReasoningTokens: c.reasoningTokens, ToolTokens: c.toolTokens,
+		commentPings: p.HeartbeatComments, End: pl.end}
+	seen := map[StepKind]bool{}
 	for _, st := range pl.steps {
 		switch st.kind {
-		case stepReasoning, stepTool, stepText:
-			if r.firstByte == 0 {
-				r.firstByte = st.at
+		case StepReasoning, StepTool, StepText:
+			if r.FirstByte == 0 {
+				r.FirstByte = st.at
 			}
 			if !seen[st.kind] {
 				seen[st.kind] = true
-				r.order = append(r.order, st.kind)
+				r.Order = append(r.Order, st.kind)
 			}
 		}
 	}
-	r.hasTool = seen[stepTool]
+	r.HasTool = seen[StepTool]
 	return r
-}
-
-// encoder writes the steps of a plan in one protocol's wire format.
-type encoder interface {
-	// frame appends the bytes of st to dst; nothing when the protocol has
-	// no counterpart of the step.
-	frame(dst []byte, st step) []byte
-	// body returns the complete non-streaming response.
-	body() []byte
 }
 
 // marshal encodes v as JSON the way the providers write it: compact, and
@@ -96,11 +67,11 @@ func marshal(v any) []byte {
 // appendData appends one `data:` event (OpenAI chat and completions style).
 func appendData(dst []byte, v any) []byte { return sse.AppendEvent(dst, "", marshal(v)) }
 
-// appendTyped appends an event with an `event:` line (Anthropic, Responses).
+// appendTyped appends an event with an `event:` line.
 func appendTyped(dst []byte, typ string, v any) []byte { return sse.AppendEvent(dst, typ, marshal(v)) }
 
 // appendCRLF appends one `data:` event framed with CRLF line ends, as
-// Gemini's servers send them (see the gemini fixtures).
+// some providers' servers send them (see the fixtures).
 func appendCRLF(dst []byte, v any) []byte {
 	dst = append(dst, "data: "...)
 	dst = append(dst, marshal(v)...)
@@ -113,67 +84,74 @@ var null = json.RawMessage("null")
 
 func ptr[T any](v T) *T { return &v }
 
-// errorFamily is how a protocol writes its errors.
-type errorFamily uint8
-
-const (
-	familyOpenAI errorFamily = iota
-	familyAnthropic
-	familyGemini
-	familyBedrock // {"message"} and x-amzn-ErrorType
-)
-
-func familyOf(api API) errorFamily {
-	switch api {
-	case APIAnthropic:
-		return familyAnthropic
-	case APIGemini:
-		return familyGemini
-	case APIConverse, APIBedrockInvoke:
-		return familyBedrock
-	}
-	return familyOpenAI
-}
-
-// apiError is an error response in a protocol's own format.
-type apiError struct {
+// Error is an error response, written in the format of the API it is
+// answered on.
+type Error struct {
 	status int
 	msg    string
 	param  string // OpenAI's "param", when one field is at fault
 	code   string // OpenAI's "code"; empty: derived from status
+	allow  string // the Allow header of a 405
 }
 
-func (e *apiError) Error() string { return strconv.Itoa(e.status) + " " + e.msg }
+func (e *Error) Error() string { return strconv.Itoa(e.status) + " " + e.msg }
 
-func errorf(status int, msg string) *apiError { return &apiError{status: status, msg: msg} }
+func errorf(status int, msg string) *Error { return &Error{status: status, msg: msg} }
 
-// errorBody returns the JSON error body of family f: the providers'
-// documented shapes, shared with the gateway (protocol.ErrorBody).
-func errorBody(f errorFamily, e *apiError) []byte {
-	pf := protocol.FamilyOpenAI
-	switch f {
-	case familyAnthropic:
-		pf = protocol.FamilyAnthropic
-	case familyGemini:
-		pf = protocol.FamilyGemini
+// errorBody returns the JSON error body of the API a (the default API's
+// when a is nil): the providers' documented shapes, shared with the
+// gateway (wire.API.ErrorBody).
+func errorBody(a *wire.API, e *Error) []byte {
+	if a == nil {
+		a = wire.Default()
 	}
-	return protocol.ErrorBody(pf, protocol.ErrorResponse{Status: e.status, Message: e.msg, Param: e.param, Code: e.code})
+	return a.ErrorBody(protocol.ErrorResponse{Status: e.status, Message: e.msg, Param: e.param, Code: e.code})
 }
 
-// writeError sends e as a complete response in family f's format.
-func writeError(w http.ResponseWriter, f errorFamily, e *apiError) {
-	if f == familyBedrock {
-		writeBedrockError(w, e)
+// writeError sends e as a complete response in the format of the API a
+// (the default API's when a is nil), written by its unit when the unit
+// writes its own errors.
+func writeError(w http.ResponseWriter, a *wire.API, e *Error) {
+	if u := unitOf(a); u != nil && u.WriteError != nil {
+		writeUnitError(w, u, e)
 		return
 	}
 	h := w.Header()
+	if e.allow != "" {
+		h.Set("Allow", e.allow)
+	}
 	h.Set("Content-Type", "application/json")
 	if (e.status == http.StatusTooManyRequests || e.status == http.StatusServiceUnavailable || e.status == 529) && h.Get("Retry-After") == "" {
 		// A profile's rate limit (ratelimit.go) has set its own.
 		h.Set("Retry-After", "1")
 	}
 	w.WriteHeader(e.status)
-	w.Write(errorBody(f, e))
+	w.Write(errorBody(a, e))
+}
+
+// writeUnitError sends e in the format of u's API: the unit's own
+// WriteError, else its wire API's body.
+func writeUnitError(w http.ResponseWriter, u *Unit, e *Error) {
+	if u == nil || u.WriteError == nil {
+		var a *wire.API
+		if u != nil {
+			a = wire.LookupAPI(string(u.API))
+		}
+		writeError(w, a, e)
+		return
+	}
+	if e.allow != "" {
+		w.Header().Set("Allow", e.allow)
+	}
+	u.WriteError(w, e)
+}
+
+// unitOf is the unit of the API a; nil when none is registered.
+func unitOf(a *wire.API) *Unit {
+	if a == nil {
+		return nil
+	}
+	return units[API(a.Name)]
 }
 
 // streamErrorMessage is the message of the error_event fault.
@@ -276,12 +254,4 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// keepAlive is the OpenAI APIs' keep-alive. OpenAI documents none and sends
-// none: nothing, unless the profile asks for the ": ping" comment that
-// OpenAI-compatible routers (OpenRouter's ": OPENROUTER PROCESSING") send.
-func (r *response) keepAlive(dst []byte) []byte {
-	if !r.commentPings {
-		return dst
-	}
-	return sse.AppendComment(dst, "ping")
-}
+func appendComment(dst []byte) []byte { return sse.AppendComment(dst, "ping") }

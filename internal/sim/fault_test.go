@@ -214,8 +214,8 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 // checkErrorFormat checks that body is api's error JSON with code.
 func checkErrorFormat(t *testing.T, api API, body []byte, code int) {
 	t.Helper()
-	switch familyOf(api) {
-	case familyAnthropic:
+	switch api {
+	case APIAnthropic:
 		var e struct {
 			Type  string
 			Error struct{ Type, Message string }
@@ -223,7 +223,7 @@ func checkErrorFormat(t *testing.T, api API, body []byte, code int) {
 		if json.Unmarshal(body, &e) != nil || e.Type != "error" || e.Error.Type == "" || e.Error.Message == "" {
 			t.Errorf("%s: not an Anthropic error: %s", api, body)
 		}
-	case familyGemini:
+	case APIGemini:
 		var e struct {
 			Error struct {
 				Code            int

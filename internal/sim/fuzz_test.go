@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
 var fuzzAPIs = []API{APIChat, APICompletions, APIResponses, APIAnthropic, APIGemini, APIEmbeddings}
@@ -29,21 +31,21 @@ func FuzzParseRequest(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
 		api := fuzzAPIs[int(which)%len(fuzzAPIs)]
-		req, err := parseRequest(api, body, "fast")
+		req, err := parseRequest(units[api], body, "fast", api == APIGemini)
 		if err != nil {
 			if err.status < 400 || err.status > 499 || err.msg == "" {
 				t.Fatalf("bad error %+v", err)
 			}
 			// The error body must be valid in the protocol's format.
-			if b := errorBody(familyOf(api), err); !bytes.HasPrefix(b, []byte("{")) {
+			if b := errorBody(wire.LookupAPI(string(api)), err); !bytes.HasPrefix(b, []byte("{")) {
 				t.Fatalf("error body %s", b)
 			}
 			return
 		}
-		if req.model == "" {
+		if req.Model == "" {
 			t.Fatalf("accepted a request without a model: %q", body)
 		}
-		if api == APIEmbeddings && len(req.embedInputs) == 0 {
+		if api == APIEmbeddings && len(req.EmbedInputs) == 0 {
 			t.Fatalf("accepted embeddings without inputs: %q", body)
 		}
 		countPrompt(req.prompt)
@@ -117,32 +119,4 @@ func FuzzJSONString(f *testing.F) {
 			t.Fatalf("appendJSONString(%q) = %s, want %s", s, got, want)
 		}
 	})
-}
-
-// TestTemplatesMatchMarshal checks that text deltas written through
-// templates are the bytes the struct encoders write.
-func TestTemplatesMatchMarshal(t *testing.T) {
-	c := generate(mixed)
-	pl := buildPlan(mixed, fault{}, c)
-	for _, text := range []string{" token", `a "quoted" <b> \ line` + "\n", "é😀\u2028"} {
-		r := newResponse("m&<x>", "mixed", mixed, c, pl, 3, true)
-		chat := &chatEncoder{r: r}
-		if got, want := string(chat.frame(nil, step{kind: stepText, text: text})), string(appendData(nil, chat.chunk(chatDelta{Content: ptr(text)}, nil))); got != want {
-			t.Errorf("chat text:\n%s\nwant\n%s", got, want)
-		}
-		if got, want := string(chat.frame(nil, step{kind: stepReasoning, text: text})), string(appendData(nil, chat.chunk(chatDelta{ReasoningContent: ptr(text)}, nil))); got != want {
-			t.Errorf("chat reasoning:\n%s\nwant\n%s", got, want)
-		}
-		comp := &completionEncoder{r: r}
-		if got, want := string(comp.frame(nil, step{kind: stepText, text: text})), string(appendData(nil, comp.chunk(text, nil))); got != want {
-			t.Errorf("completion text:\n%s\nwant\n%s", got, want)
-		}
-		an := newAnthEncoder(r)
-		an.frame(nil, step{kind: stepStart})
-		an.frame(nil, step{kind: stepReasoning, text: "x", last: true})
-		got := string(an.frame(nil, step{kind: stepText, text: text}))
-		if want := string(appendTyped(nil, "content_block_delta", an.deltaEvent(anthTextDelta{"text_delta", text}))); !strings.HasSuffix(got, want) {
-			t.Errorf("anthropic text:\n%s\nwant suffix\n%s", got, want)
-		}
-	}
 }

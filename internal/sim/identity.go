@@ -18,35 +18,24 @@ import (
 	"time"
 )
 
-// The simulator's identity providers: the token endpoints that issue the
-// OAuth2 access tokens the vertex kind (Google) and the azure kind's Entra
-// ID credentials send, and the bearer check of the routes that need them.
-//
-//   - Google: POST /token, the JWT-bearer grant (RFC 7523) that a service
-//     account's key signs, as https://oauth2.googleapis.com/token takes it:
-//     grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer&assertion=JWT,
-//     the JWT RS256-signed by a key Identity.ServiceAccounts holds, issued
-//     by that account, for the token endpoint, with a scope, and at most an
-//     hour long;
-//   - Entra ID: POST /{tenant}/oauth2/v2.0/token, the client-credentials
-//     grant with client_id, client_secret and a scope ending in /.default.
-//
-// Both answer {"access_token", "expires_in", "token_type": "Bearer"} with a
-// token that lives Identity.TokenLifetime; a bearer check refuses a token
-// the simulator did not issue or one that expired (Google's
-// UNAUTHENTICATED, Azure's 401).
+// The simulator's identity providers: the OAuth2 token endpoints that the
+// kinds register (Kind.Endpoints) issue access tokens through IssueToken,
+// and the routes that need them check the bearer token (Call.Bearer). A
+// token lives Identity.TokenLifetime; a bearer check refuses a token the
+// simulator did not issue or one that expired. VerifyJWT checks a service
+// account's signed assertion (the JWT-bearer grant of RFC 7523).
 
 // Identity configures the simulator's token endpoints.
 type Identity struct {
-	// ServiceAccounts are the Google service accounts whose signed JWTs
-	// the token endpoint accepts, by client_email (NewServiceAccount makes
+	// ServiceAccounts are the service accounts whose signed JWTs the
+	// JWT-bearer grant accepts, by client_email (NewServiceAccount makes
 	// one).
 	ServiceAccounts map[string]*rsa.PublicKey
-	// EntraClients are the Entra ID applications the client-credentials
-	// grant accepts: client_id → client_secret.
+	// EntraClients are the applications the client-credentials grant
+	// accepts: client_id → client_secret.
 	EntraClients map[string]string
 	// TokenLifetime is how long an issued token is valid; 0: one hour,
-	// as Google and Entra ID issue them.
+	// as the identity providers issue them.
 	TokenLifetime time.Duration
 }
 
@@ -56,9 +45,6 @@ type TokenIssued struct {
 	Subject string // the service account or the client_id
 	Expiry  time.Time
 }
-
-// googleTokenURL is Google's token endpoint: a JWT is signed for it.
-const googleTokenURL = "https://oauth2.googleapis.com/token"
 
 // maxAssertion bounds a JWT the token endpoint reads.
 const maxAssertion = 16 << 10
@@ -113,53 +99,35 @@ func (s *Server) tokenLifetime() time.Duration {
 	return time.Hour
 }
 
-// oauthError writes an OAuth2 error response (RFC 6749 §5.2), as both
-// Google's and Microsoft's token endpoints shape them.
-func oauthError(w http.ResponseWriter, status int, code, desc string) {
+// OAuthError writes an OAuth2 error response (RFC 6749 §5.2), as the
+// identity providers' token endpoints shape them.
+func OAuthError(w http.ResponseWriter, status int, code, desc string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(map[string]string{"error": code, "error_description": desc})
 }
 
-func (s *Server) writeToken(w http.ResponseWriter, grant, subject string) {
+// Identity is the simulator's Options.Identity; nil when none is set.
+func (s *Server) Identity() *Identity { return s.opts.Identity }
+
+// Now is the simulator's clock.
+func (s *Server) Now() time.Time { return s.now() }
+
+// IssueToken answers a token request granted to subject: a new access
+// token that lives Identity.TokenLifetime, as {"access_token",
+// "expires_in", "token_type": "Bearer"}. grant names the grant in
+// TokensIssued.
+func (s *Server) IssueToken(w http.ResponseWriter, grant, subject string) {
 	life := s.tokenLifetime()
 	tok, err := s.issued.issue(s.now(), life, grant, subject)
 	if err != nil {
-		oauthError(w, http.StatusInternalServerError, "server_error", err.Error())
+		OAuthError(w, http.StatusInternalServerError, "server_error", err.Error())
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	secs := int(life.Round(time.Second) / time.Second)
 	json.NewEncoder(w).Encode(map[string]any{"access_token": tok, "expires_in": secs, "ext_expires_in": secs, "token_type": "Bearer"})
-}
-
-// googleToken serves POST /token: the JWT-bearer grant.
-func (s *Server) googleToken(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		oauthError(w, http.StatusMethodNotAllowed, "invalid_request", "use POST")
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxAssertion+1024)
-	if err := r.ParseForm(); err != nil {
-		oauthError(w, http.StatusBadRequest, "invalid_request", "the body is not a form")
-		return
-	}
-	if g := r.PostForm.Get("grant_type"); g != "urn:ietf:params:oauth:grant-type:jwt-bearer" {
-		oauthError(w, http.StatusBadRequest, "unsupported_grant_type", "Invalid grant_type: "+clip(g))
-		return
-	}
-	var accounts map[string]*rsa.PublicKey
-	if s.opts.Identity != nil {
-		accounts = s.opts.Identity.ServiceAccounts
-	}
-	aud := []string{googleTokenURL, "http://" + r.Host + "/token", "https://" + r.Host + "/token"}
-	sub, err := verifyJWT(r.PostForm.Get("assertion"), accounts, aud, s.now())
-	if err != nil {
-		oauthError(w, http.StatusBadRequest, "invalid_grant", err.Error())
-		return
-	}
-	s.writeToken(w, "jwt-bearer", sub)
 }
 
 // jwtClaims are the claims of a service account's assertion.
@@ -171,9 +139,11 @@ type jwtClaims struct {
 	Exp   int64  `json:"exp"`
 }
 
-// verifyJWT checks a service account's assertion and returns its issuer.
-// The messages are Google's where it has one.
-func verifyJWT(assertion string, accounts map[string]*rsa.PublicKey, aud []string, now time.Time) (string, error) {
+// VerifyJWT checks a service account's assertion, RS256-signed by a key
+// of accounts, for one of the audiences aud, with a scope, and at most an
+// hour long; it returns its issuer. The messages are those of the most
+// used token endpoint where it has one.
+func VerifyJWT(assertion string, accounts map[string]*rsa.PublicKey, aud []string, now time.Time) (string, error) {
 	if len(assertion) > maxAssertion {
 		return "", errors.New("Invalid JWT: too long.")
 	}
@@ -233,44 +203,6 @@ func decodeSegment(seg string, v any) error {
 	return json.Unmarshal(b, v)
 }
 
-// entraToken serves POST /{tenant}/oauth2/v2.0/token: the
-// client-credentials grant.
-func (s *Server) entraToken(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		oauthError(w, http.StatusMethodNotAllowed, "invalid_request", "AADSTS900561: The endpoint only accepts POST requests.")
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-	if err := r.ParseForm(); err != nil {
-		oauthError(w, http.StatusBadRequest, "invalid_request", "AADSTS900144: The request body must be a form.")
-		return
-	}
-	f := r.PostForm
-	if f.Get("grant_type") != "client_credentials" {
-		oauthError(w, http.StatusBadRequest, "unsupported_grant_type", "AADSTS70003: The app requested an unsupported grant type.")
-		return
-	}
-	if !strings.HasSuffix(f.Get("scope"), "/.default") {
-		oauthError(w, http.StatusBadRequest, "invalid_scope", "AADSTS1002012: The provided value for scope is not valid. Client credential flows must have a scope value with /.default suffixed to the resource identifier.")
-		return
-	}
-	id := f.Get("client_id")
-	var want string
-	var known bool
-	if s.opts.Identity != nil {
-		want, known = s.opts.Identity.EntraClients[id]
-	}
-	if !known {
-		oauthError(w, http.StatusBadRequest, "unauthorized_client", "AADSTS700016: Application with identifier '"+clip(id)+"' was not found in the directory.")
-		return
-	}
-	if subtle.ConstantTimeCompare([]byte(f.Get("client_secret")), []byte(want)) != 1 {
-		oauthError(w, http.StatusUnauthorized, "invalid_client", "AADSTS7000215: Invalid client secret provided.")
-		return
-	}
-	s.writeToken(w, "client_credentials", id)
-}
-
 // bearer checks an issued token: "" when it is valid, else why not. With
 // no Identity configured, any bearer token passes (as any key does without
 // Options.APIKey).
@@ -300,7 +232,7 @@ func clip(s string) string {
 }
 
 // NewServiceAccount makes a service account for tests: its JSON key (the
-// file Google Cloud's console downloads, with token_uri set to tokenURI)
+// file a cloud console downloads, with token_uri set to tokenURI)
 // and the public key the simulator's Identity verifies its JWTs with.
 func NewServiceAccount(email, tokenURI string) (key []byte, pub *rsa.PublicKey, err error) {
 	k, err := rsa.GenerateKey(rand.Reader, 2048)

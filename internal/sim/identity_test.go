@@ -23,6 +23,10 @@ import (
 
 const testAccount = "ttfx-test@sim-project.iam.gserviceaccount.com"
 
+// testTokenURL is the token endpoint the JWTs of TestVerifyJWTClaims are
+// signed for.
+const testTokenURL = "https://oauth2.googleapis.com/token"
+
 // identityServer is a simulator with a test service account and an Entra
 // ID application, issuing tokens that live life.
 func identityServer(t *testing.T, life time.Duration) (*httptest.Server, *Server, []byte) {
@@ -142,11 +146,11 @@ func TestVerifyJWTClaims(t *testing.T) {
 	k, _ := rsa.GenerateKey(rand.Reader, 2048)
 	accounts := map[string]*rsa.PublicKey{testAccount: &k.PublicKey}
 	now := time.Unix(1_800_000_000, 0)
-	aud := []string{googleTokenURL}
+	aud := []string{testTokenURL}
 	base := func() map[string]any {
-		return map[string]any{"iss": testAccount, "scope": "s", "aud": googleTokenURL, "iat": now.Unix(), "exp": now.Unix() + 3600}
+		return map[string]any{"iss": testAccount, "scope": "s", "aud": testTokenURL, "iat": now.Unix(), "exp": now.Unix() + 3600}
 	}
-	if sub, err := verifyJWT(signJWT(t, k, "RS256", base()), accounts, aud, now); err != nil || sub != testAccount {
+	if sub, err := VerifyJWT(signJWT(t, k, "RS256", base()), accounts, aud, now); err != nil || sub != testAccount {
 		t.Fatalf("good assertion: %q %v", sub, err)
 	}
 	for name, edit := range map[string]func(m map[string]any){
@@ -158,7 +162,7 @@ func TestVerifyJWTClaims(t *testing.T) {
 	} {
 		m := base()
 		edit(m)
-		if _, err := verifyJWT(signJWT(t, k, "RS256", m), accounts, aud, now); err == nil {
+		if _, err := VerifyJWT(signJWT(t, k, "RS256", m), accounts, aud, now); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
@@ -173,7 +177,7 @@ func FuzzVerifyJWT(f *testing.F) {
 	f.Add("a.b.c")
 	f.Add("..")
 	f.Fuzz(func(t *testing.T, a string) {
-		if _, err := verifyJWT(a, accounts, []string{googleTokenURL}, time.Now()); err == nil {
+		if _, err := VerifyJWT(a, accounts, []string{testTokenURL}, time.Now()); err == nil {
 			t.Fatalf("accepted %q", a)
 		}
 	})

@@ -10,27 +10,27 @@ import (
 	"github.com/ttfx/ttfx/internal/timeline"
 )
 
-// stepKind is what one moment of a simulated stream does, independent of
+// StepKind is what one moment of a simulated stream does, independent of
 // the protocol it is written in.
-type stepKind uint8
+type StepKind uint8
 
 const (
-	stepStart     stepKind = iota + 1 // the first metadata event(s)
-	stepReasoning                     // a reasoning delta
-	stepToolStart                     // the tool call's header (id, name, empty arguments)
-	stepTool                          // a tool-call argument delta
-	stepText                          // a visible text delta
-	stepHeartbeat                     // a keep-alive
-	stepFinish                        // finish reason, usage and terminal marker
-	stepError                         // fault: an in-stream error event, then a clean close
-	stepCut                           // fault: the connection is cut
-	stepClose                         // fault: a clean close without terminal marker
+	StepStart     StepKind = iota + 1 // the first metadata event(s)
+	StepReasoning                     // a reasoning delta
+	StepToolStart                     // the tool call's header (id, name, empty arguments)
+	StepTool                          // a tool-call argument delta
+	StepText                          // a visible text delta
+	StepHeartbeat                     // a keep-alive
+	StepFinish                        // finish reason, usage and terminal marker
+	StepError                         // fault: an in-stream error event, then a clean close
+	StepCut                           // fault: the connection is cut
+	StepClose                         // fault: a clean close without terminal marker
 )
 
 // step is one moment of a plan. Steps of one plan are in time order.
 type step struct {
 	at     time.Duration // due time, from the request's receipt
-	kind   stepKind
+	kind   StepKind
 	text   string // the delta's text (reasoning, tool arguments, visible text)
 	tokens int    // tokens the delta carries
 	last   bool   // the last delta of its part: the encoder closes the part after it
@@ -52,22 +52,22 @@ func msDur(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 func buildPlan(p Profile, ft fault, c *content) plan {
 	pl := plan{headers: msDur(p.HeadersMs), fault: ft}
 	first := msDur(p.firstEventMs())
-	pl.steps = append(pl.steps, step{at: first, kind: stepStart})
+	pl.steps = append(pl.steps, step{at: first, kind: StepStart})
 
 	type part struct {
-		kind   stepKind
+		kind   StepKind
 		start  time.Duration
 		pieces []string
 	}
 	var parts []part
 	if p.ReasoningMs != nil && len(c.reasoning) > 0 {
-		parts = append(parts, part{stepReasoning, msDur(*p.ReasoningMs), c.reasoning})
+		parts = append(parts, part{StepReasoning, msDur(*p.ReasoningMs), c.reasoning})
 	}
 	if p.ToolMs != nil {
-		parts = append(parts, part{stepTool, msDur(*p.ToolMs), c.toolParts})
+		parts = append(parts, part{StepTool, msDur(*p.ToolMs), c.toolParts})
 	}
 	if p.TextMs != nil && len(c.text) > 0 {
-		parts = append(parts, part{stepText, msDur(*p.TextMs), c.text})
+		parts = append(parts, part{StepText, msDur(*p.TextMs), c.text})
 	}
 	// Parts run in the order of their start times (reasoning, tool, text
 	// when equal); a stream with text before its tool call is as real as
@@ -100,12 +100,12 @@ func buildPlan(p Profile, ft fault, c *content) plan {
 			}
 			return pt.start + time.Duration(math.Round(float64(j)/rate*float64(time.Second)))
 		}
-		if pt.kind == stepTool {
-			pl.steps = append(pl.steps, step{at: pt.start, kind: stepToolStart})
+		if pt.kind == StepTool {
+			pl.steps = append(pl.steps, step{at: pt.start, kind: StepToolStart})
 		}
 		for j := 0; j < n; {
 			m := min(k, n-j)
-			if pt.kind == stepText && nBased {
+			if pt.kind == StepText && nBased {
 				if visible < ft.after && ft.after < visible+m {
 					m = ft.after - visible // split the event so that exactly N tokens go out
 				}
@@ -114,7 +114,7 @@ func buildPlan(p Profile, ft fault, c *content) plan {
 				}
 			}
 			pl.steps = append(pl.steps, step{at: at(j), kind: pt.kind, text: strings.Join(pt.pieces[j:j+m], ""), tokens: m, last: j+m == n})
-			if pt.kind == stepText {
+			if pt.kind == StepText {
 				visible += m
 			}
 			j += m
@@ -125,16 +125,16 @@ func buildPlan(p Profile, ft fault, c *content) plan {
 	if p.EndMs != nil {
 		end = max(end, msDur(*p.EndMs))
 	}
-	pl.steps = append(pl.steps, step{at: end, kind: stepFinish})
+	pl.steps = append(pl.steps, step{at: end, kind: StepFinish})
 	if nBased && cutAt < 0 {
 		cutAt = len(pl.steps) - 1 // N is all the visible text: the fault takes the finish's place
 	}
 
 	switch ft.kind {
 	case faultReset, faultErrorEvent:
-		kind := stepCut
+		kind := StepCut
 		if ft.kind == faultErrorEvent {
-			kind = stepError
+			kind = StepError
 		}
 		at := pl.steps[cutAt].at
 		pl.steps = append(pl.steps[:cutAt], step{at: at, kind: kind})
@@ -145,7 +145,7 @@ func buildPlan(p Profile, ft fault, c *content) plan {
 		}
 		end += ft.stall
 	case faultTruncate:
-		pl.steps[len(pl.steps)-1].kind = stepClose
+		pl.steps[len(pl.steps)-1].kind = StepClose
 	}
 	pl.end = end
 
@@ -153,7 +153,7 @@ func buildPlan(p Profile, ft fault, c *content) plan {
 		every := msDur(p.HeartbeatEveryMs)
 		var beats []step
 		for t := pl.headers + every; t < end; t += every {
-			beats = append(beats, step{at: t, kind: stepHeartbeat})
+			beats = append(beats, step{at: t, kind: StepHeartbeat})
 		}
 		pl.steps = mergeSteps(pl.steps, beats)
 	}
@@ -200,8 +200,8 @@ func (pl plan) jitter(j time.Duration, rng *rand.Rand) plan {
 }
 
 // Schedule is when a profile's stream sends each milestone of SPEC.md §1,
-// as the chat, Responses, Anthropic and Gemini streams send them (the
-// legacy /v1/completions stream carries only the text), without jitter.
+// as the streaming APIs send them (an API without reasoning or tool calls,
+// such as legacy completions, carries only the text), without jitter.
 // Tests use it to know what a client should measure without waiting.
 type Schedule struct {
 	Headers       time.Duration    // response headers
@@ -228,7 +228,7 @@ type ScheduledEvent struct {
 
 var stepNames = [...]string{"", "start", "reasoning", "tool_start", "tool", "text", "heartbeat", "finish", "error", "cut", "close"}
 
-func (k stepKind) String() string { return stepNames[k] }
+func (k StepKind) String() string { return stepNames[k] }
 
 // Schedule computes p's schedule. It fails when p is not valid.
 func (p Profile) Schedule() (Schedule, error) {
@@ -251,22 +251,22 @@ func (p Profile) Schedule() (Schedule, error) {
 	for _, st := range pl.steps {
 		s.Steps = append(s.Steps, ScheduledEvent{At: st.at, Kind: st.kind.String(), Tokens: st.tokens})
 		switch st.kind {
-		case stepHeartbeat:
+		case StepHeartbeat:
 			s.Heartbeats++
 			continue
-		case stepCut, stepClose:
+		case StepCut, StepClose:
 			continue
 		}
 		if !s.FirstEvent.Valid() {
 			s.FirstEvent = timeline.At(st.at)
 		}
 		switch st.kind {
-		case stepReasoning, stepTool, stepText:
+		case StepReasoning, StepTool, StepText:
 			if !s.FirstResponse.Valid() {
 				s.FirstResponse = timeline.At(st.at)
 			}
 		}
-		if st.kind == stepText {
+		if st.kind == StepText {
 			if !s.FirstText.Valid() {
 				s.FirstText = timeline.At(st.at)
 			}

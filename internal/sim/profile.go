@@ -23,19 +23,19 @@ import (
 type Profile struct {
 	// HeadersMs is when the response headers are sent.
 	HeadersMs int `yaml:"headers_ms"`
-	// FirstEventMs is when the first metadata event is sent (OpenAI's
-	// role chunk, Anthropic's message_start, response.created, an empty
-	// Gemini part). Zero or less than HeadersMs means "with the headers".
+	// FirstEventMs is when the first metadata event is sent (a role
+	// chunk, a message start, an empty part: each API's own). Zero or less
+	// than HeadersMs means "with the headers".
 	FirstEventMs int `yaml:"first_event_ms"`
 	// HeartbeatEveryMs sends a keep-alive every that many ms after the
-	// headers until the stream ends, as the provider sends it: Anthropic's
-	// `event: ping`. OpenAI and Gemini document no keep-alive, and none is
-	// sent on their APIs unless HeartbeatComments asks for one. Zero: none.
+	// headers until the stream ends, as the provider sends it (a ping
+	// event where the API has one). An API that documents no keep-alive
+	// gets none unless HeartbeatComments asks for one. Zero: none.
 	HeartbeatEveryMs int `yaml:"heartbeat_every_ms"`
-	// HeartbeatComments sends the keep-alives on the OpenAI APIs (chat,
-	// completions, Responses) as SSE comments ": ping", as an
-	// OpenAI-compatible router does (OpenRouter). Never on Gemini, whose
-	// SDKs reject them.
+	// HeartbeatComments sends the keep-alives on the APIs that have none
+	// of their own as SSE comments ": ping", as an OpenAI-compatible
+	// router does (OpenRouter); an API whose SDKs reject comments never
+	// gets them (the unit's encoder decides: Response.KeepAlive).
 	HeartbeatComments bool `yaml:"heartbeat_comments"`
 	// ReasoningMs is when the first non-empty reasoning delta is sent;
 	// nil: no reasoning is streamed.

@@ -5,20 +5,19 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
 
 // RateLimit is a profile's own provider limit (issue 49): the simulated
 // account may send that many requests and tokens a minute, refilled
-// continuously as OpenAI and Anthropic describe their limits (a bucket
-// whole again after a minute unused). Every answer carries the provider's
-// rate-limit headers (OpenAI's x-ratelimit-*, Azure's remaining counts,
-// Anthropic's anthropic-ratelimit-*; Gemini sends none), and a request the
-// bucket cannot hold is answered 429 with Retry-After, as the provider
-// would. A request takes one request and its prompt's tokens plus the
-// profile's output tokens. Zero in either field: no limit of that kind.
+// continuously as providers describe their limits (a bucket whole again
+// after a minute unused). Every answer carries the provider's rate-limit
+// headers (Unit.RateHeaders, Route.RateHeaders: each unit writes its
+// provider's), and a request the bucket cannot hold is answered 429 with
+// Retry-After, as the provider would. A request takes one request and its
+// prompt's tokens plus the profile's output tokens. Zero in either field:
+// no limit of that kind.
 type RateLimit struct {
 	RequestsPerMinute int `yaml:"requests_per_minute"`
 	TokensPerMinute   int `yaml:"tokens_per_minute"`
@@ -103,54 +102,56 @@ func (x *exchange) rateLimit(sv *served, tokens int) bool {
 	l.mu.Unlock()
 
 	h := x.w.Header()
-	x.rateHeaders(h, now, req, tok)
+	rs := RateState{Now: now, Wait: wait}
+	for _, d := range []struct {
+		name string
+		b    bucket
+	}{{"requests", req}, {"tokens", tok}} {
+		if d.b.limit > 0 {
+			rs.Limits = append(rs.Limits, RateLimitState{Name: d.name, Limit: int64(d.b.limit),
+				Remaining: int64(math.Floor(d.b.level)), Reset: d.b.reset()})
+		}
+	}
+	if wait > 0 {
+		h.Set("Retry-After", strconv.FormatInt(int64(math.Ceil(wait.Seconds())), 10))
+	}
+	switch {
+	case x.rt.rate != nil:
+		x.rt.rate(h, rs)
+	case x.u.RateHeaders != nil:
+		x.u.RateHeaders(h, rs)
+	default:
+		DefaultRateHeaders(h, rs)
+	}
 	if wait == 0 {
 		return true
 	}
 	x.info.Fault = "rate_limit"
-	h.Set("Retry-After", strconv.FormatInt(int64(math.Ceil(wait.Seconds())), 10))
-	if x.family != familyGemini {
-		h.Set("Retry-After-Ms", strconv.FormatInt(max(wait.Milliseconds(), 1), 10))
-	}
 	what := "requests"
 	if l.req.wait(1) == 0 {
 		what = "tokens"
 	}
-	x.fail(&apiError{status: http.StatusTooManyRequests, code: "rate_limit_exceeded",
+	x.fail(&Error{status: http.StatusTooManyRequests, code: "rate_limit_exceeded",
 		msg: fmt.Sprintf("Rate limit reached for %s on %s (simulated): try again in %s.", what, sv.name, wait.Round(time.Millisecond))}, "")
 	return false
 }
 
-// rateHeaders sets the rate-limit headers the request's provider sends.
-func (x *exchange) rateHeaders(h http.Header, now time.Time, req, tok bucket) {
-	type dim struct {
-		name string
-		b    bucket
+// DefaultRateHeaders sets the rate-limit headers most OpenAI-compatible
+// services send: x-ratelimit-limit-*, -remaining-* and -reset-* (the time
+// until the budget is whole, "1s", "6m0s"), and Retry-After-Ms on a 429.
+func DefaultRateHeaders(h http.Header, rs RateState) {
+	for _, l := range rs.Limits {
+		h.Set("X-Ratelimit-Limit-"+l.Name, strconv.FormatInt(l.Limit, 10))
+		h.Set("X-Ratelimit-Remaining-"+l.Name, strconv.FormatInt(l.Remaining, 10))
+		h.Set("X-Ratelimit-Reset-"+l.Name, l.Reset.Round(time.Millisecond).String())
 	}
-	dims := []dim{{"requests", req}, {"tokens", tok}}
-	azure := strings.HasPrefix(x.r.URL.Path, "/openai/deployments/")
-	for _, d := range dims {
-		if d.b.limit == 0 {
-			continue
-		}
-		rem := strconv.FormatInt(int64(math.Floor(d.b.level)), 10)
-		lim := strconv.FormatInt(int64(d.b.limit), 10)
-		switch {
-		case x.family == familyAnthropic:
-			// Anthropic: RFC 3339 times at which the budget is whole.
-			h.Set("Anthropic-Ratelimit-"+d.name+"-Limit", lim)
-			h.Set("Anthropic-Ratelimit-"+d.name+"-Remaining", rem)
-			h.Set("Anthropic-Ratelimit-"+d.name+"-Reset", now.Add(d.b.reset()).UTC().Format(time.RFC3339))
-		case x.family == familyGemini:
-			// Gemini sends no rate-limit headers.
-		case azure:
-			// Azure OpenAI: the remaining counts only.
-			h.Set("X-Ratelimit-Remaining-"+d.name, rem)
-		default:
-			// OpenAI: durations until the budget is whole ("1s", "6m0s").
-			h.Set("X-Ratelimit-Limit-"+d.name, lim)
-			h.Set("X-Ratelimit-Remaining-"+d.name, rem)
-			h.Set("X-Ratelimit-Reset-"+d.name, d.b.reset().Round(time.Millisecond).String())
-		}
+	RetryAfterMs(h, rs)
+}
+
+// RetryAfterMs sets Retry-After-Ms on a 429: the wait in milliseconds, at
+// least 1.
+func RetryAfterMs(h http.Header, rs RateState) {
+	if rs.Wait > 0 {
+		h.Set("Retry-After-Ms", strconv.FormatInt(max(rs.Wait.Milliseconds(), 1), 10))
 	}
 }

@@ -190,8 +190,8 @@ func (rec *recording) schedule(p Profile) (time.Duration, []time.Duration) {
 }
 
 // replay serves a recorded stream.
-func (x *exchange) replay(sv *served, req request) {
-	if !req.stream {
+func (x *exchange) replay(sv *served, req Request) {
+	if !req.Stream {
 		x.fail(errorf(http.StatusBadRequest, fmt.Sprintf("The profile %q replays a recorded stream; send a streaming request.", sv.name)), "")
 		return
 	}

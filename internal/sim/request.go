@@ -9,24 +9,14 @@ import (
 	"strings"
 )
 
-// request is what the simulator reads from a request body. Only what
-// selects a profile or shapes the response is kept; the prompt's text is
-// collected for the input-token count and nothing else (it never changes
-// the timing).
-type request struct {
-	model        string
-	stream       bool
-	includeUsage bool
-	prompt       []string // text strings of the prompt, for usage
-	embedInputs  []string // /v1/embeddings: one text per vector
-	dimensions   int      // /v1/embeddings: vector length; 0: default
-	base64       bool     // /v1/embeddings: encoding_format "base64"
-}
-
-// parseRequest reads body for api. pathModel is the model named in a
-// Gemini URL. Errors are 400s in the protocol's words.
-func parseRequest(api API, body []byte, pathModel string) (request, *apiError) {
-	var req request
+// parseRequest reads body for the API of u. pathModel is the model the
+// URL names: a target path's (fromTarget: the body names neither the model
+// nor streaming) or a kind's deployment (the body's model is not read).
+// Only what selects a profile or shapes the response is kept; the prompt's
+// text is collected for the input-token count and nothing else (it never
+// changes the timing). Errors are 400s in the API's words.
+func parseRequest(u *Unit, body []byte, pathModel string, fromTarget bool) (Request, *Error) {
+	var req Request
 	if len(bytes.TrimSpace(body)) == 0 {
 		return req, errorf(http.StatusBadRequest, "The request body is empty; send a JSON object.")
 	}
@@ -37,114 +27,29 @@ func parseRequest(api API, body []byte, pathModel string) (request, *apiError) {
 	if fields == nil {
 		return req, errorf(http.StatusBadRequest, "The request body must be a JSON object, not null.")
 	}
-	str := func(name string) (string, *apiError) {
-		raw, ok := fields[name]
-		if !ok || isNull(raw) {
-			return "", nil
-		}
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
-			return "", fieldError(name, "must be a string")
-		}
-		return s, nil
-	}
-	boolean := func(name string) (bool, *apiError) {
-		raw, ok := fields[name]
-		if !ok || isNull(raw) {
-			return false, nil
-		}
-		var b bool
-		if json.Unmarshal(raw, &b) != nil {
-			return false, fieldError(name, "must be a boolean")
-		}
-		return b, nil
-	}
-	required := func(name string) *apiError {
-		if raw, ok := fields[name]; !ok || isNull(raw) {
-			return missing(api, name)
-		}
-		return nil
-	}
-	var e *apiError
-	if api == APIGemini || api == APIConverse || api == APIBedrockInvoke {
-		req.model = pathModel
+	b := Body{fields: fields, u: u}
+	var e *Error
+	if fromTarget {
+		req.Model = pathModel
 	} else {
-		if req.model, e = str("model"); e != nil {
+		if req.Model, e = b.Str("model"); e != nil {
 			return req, e
 		}
 		if pathModel != "" {
-			// An Azure deployment URL names the model; the body's, if
-			// any, is not read.
-			req.model = pathModel
+			// A deployment URL names the model; the body's, if any, is
+			// not read.
+			req.Model = pathModel
 		}
-		if req.model == "" {
-			return req, missing(api, "model")
+		if req.Model == "" {
+			return req, b.Missing("model")
 		}
-		if req.stream, e = boolean("stream"); e != nil {
+		if req.Stream, e = b.Bool("stream"); e != nil {
 			return req, e
 		}
 	}
-	if api == APIChat || api == APICompletions {
-		if raw, ok := fields["stream_options"]; ok && !isNull(raw) {
-			var so struct {
-				IncludeUsage *bool `json:"include_usage"`
-			}
-			if json.Unmarshal(raw, &so) != nil {
-				return req, fieldError("stream_options", "must be an object with a boolean include_usage")
-			}
-			req.includeUsage = so.IncludeUsage != nil && *so.IncludeUsage
-		}
-	}
-	// The fields that carry the prompt, per API, and the ones a provider
-	// rejects the request without.
-	var promptFields []string
-	switch api {
-	case APIChat:
-		if e = arrayField(fields, "messages", true); e != nil {
-			return req, e
-		}
-		promptFields = []string{"messages"}
-	case APICompletions:
-		if e = required("prompt"); e != nil {
-			return req, e
-		}
-		promptFields = []string{"prompt", "suffix"}
-	case APIResponses:
-		if e = required("input"); e != nil {
-			return req, e
-		}
-		promptFields = []string{"input", "instructions"}
-	case APIAnthropic:
-		if e = arrayField(fields, "messages", true); e != nil {
-			return req, e
-		}
-		raw, ok := fields["max_tokens"]
-		var n int
-		if !ok || isNull(raw) {
-			return req, missing(api, "max_tokens")
-		}
-		if json.Unmarshal(raw, &n) != nil || n < 1 {
-			return req, fieldError("max_tokens", "must be an integer ≥ 1")
-		}
-		promptFields = []string{"system", "messages"}
-	case APIGemini:
-		if e = arrayField(fields, "contents", true); e != nil {
-			return req, e
-		}
-		promptFields = []string{"systemInstruction", "system_instruction", "contents"}
-	case APIConverse, APIBedrockInvoke:
-		if e = parseBedrockRequest(api, fields, &req); e != nil {
-			return req, e
-		}
-		promptFields = []string{"system", "messages"}
-	case APIEmbeddings:
-		if e = required("input"); e != nil {
-			return req, e
-		}
-		if e = req.parseEmbeddings(fields); e != nil {
-			return req, e
-		}
-		promptFields = []string{"input"}
+	promptFields, e := u.Read(b, &req)
+	if e != nil {
+		return req, e
 	}
 	for _, name := range promptFields {
 		if raw, ok := fields[name]; ok {
@@ -157,18 +62,27 @@ func parseRequest(api API, body []byte, pathModel string) (request, *apiError) {
 	return req, nil
 }
 
-func (req *request) parseEmbeddings(fields map[string]json.RawMessage) *apiError {
+// ReadEmbeddings reads an embeddings request's input (a string, strings,
+// or token arrays), dimensions and encoding_format into req.
+func ReadEmbeddings(b Body, req *Request) *Error {
+	if e := b.Required("input"); e != nil {
+		return e
+	}
+	return req.parseEmbeddings(b.fields)
+}
+
+func (req *Request) parseEmbeddings(fields map[string]json.RawMessage) *Error {
 	raw := fields["input"]
 	var one string
 	var many []string
 	switch {
 	case json.Unmarshal(raw, &one) == nil:
-		req.embedInputs = []string{one}
+		req.EmbedInputs = []string{one}
 	case json.Unmarshal(raw, &many) == nil:
 		if len(many) == 0 {
 			return fieldError("input", "must not be an empty array")
 		}
-		req.embedInputs = many
+		req.EmbedInputs = many
 	default:
 		// Token arrays ([1,2,3] or [[1,2],[3]]) are allowed by OpenAI;
 		// each array is one input.
@@ -176,18 +90,18 @@ func (req *request) parseEmbeddings(fields map[string]json.RawMessage) *apiError
 		var flat []int
 		switch {
 		case json.Unmarshal(raw, &flat) == nil && len(flat) > 0:
-			req.embedInputs = []string{string(raw)}
+			req.EmbedInputs = []string{string(raw)}
 		case json.Unmarshal(raw, &toks) == nil && len(toks) > 0:
 			for _, t := range toks {
 				b, _ := json.Marshal(t)
-				req.embedInputs = append(req.embedInputs, string(b))
+				req.EmbedInputs = append(req.EmbedInputs, string(b))
 			}
 		default:
 			return fieldError("input", "must be a string, an array of strings, or an array of token arrays")
 		}
 	}
 	if raw, ok := fields["dimensions"]; ok && !isNull(raw) {
-		if json.Unmarshal(raw, &req.dimensions) != nil || req.dimensions < 1 || req.dimensions > 8192 {
+		if json.Unmarshal(raw, &req.Dimensions) != nil || req.Dimensions < 1 || req.Dimensions > 8192 {
 			return fieldError("dimensions", "must be an integer from 1 to 8192")
 		}
 	}
@@ -196,17 +110,17 @@ func (req *request) parseEmbeddings(fields map[string]json.RawMessage) *apiError
 		if json.Unmarshal(raw, &f) != nil || (f != "float" && f != "base64") {
 			return fieldError("encoding_format", `must be "float" or "base64"`)
 		}
-		req.base64 = f == "base64"
+		req.Base64 = f == "base64"
 	}
 	return nil
 }
 
 // arrayField checks that fields[name] is a JSON array (non-empty when
 // nonEmpty).
-func arrayField(fields map[string]json.RawMessage, name string, nonEmpty bool) *apiError {
+func arrayField(fields map[string]json.RawMessage, name string, nonEmpty bool) *Error {
 	raw, ok := fields[name]
 	if !ok || isNull(raw) {
-		return &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf("%s: field required", name), param: name, code: "missing_required_parameter"}
+		return &Error{status: http.StatusBadRequest, msg: fmt.Sprintf("%s: field required", name), param: name, code: "missing_required_parameter"}
 	}
 	var arr []json.RawMessage
 	if json.Unmarshal(raw, &arr) != nil {
@@ -244,26 +158,13 @@ func collectText(v any, text bool, out *[]string) {
 	}
 }
 
-func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
-
-func missing(api API, name string) *apiError {
-	msg := fmt.Sprintf("Missing required parameter: '%s'.", name)
-	switch api {
-	case APIAnthropic:
-		msg = name + ": Field required"
-	case APIGemini:
-		msg = "* GenerateContentRequest." + name + ": " + name + " is not specified"
-	}
-	return &apiError{status: http.StatusBadRequest, msg: msg, param: name, code: "missing_required_parameter"}
-}
-
-func fieldError(name, what string) *apiError {
-	return &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf("Invalid value for '%s': %s.", name, what), param: name, code: "invalid_value"}
+func fieldError(name, what string) *Error {
+	return &Error{status: http.StatusBadRequest, msg: fmt.Sprintf("Invalid value for '%s': %s.", name, what), param: name, code: "invalid_value"}
 }
 
 // jsonError turns a decoding error into a 400 that says where the JSON
 // went wrong.
-func jsonError(err error) *apiError {
+func jsonError(err error) *Error {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	msg := "We could not parse the JSON body of your request: " + err.Error()
@@ -273,5 +174,5 @@ func jsonError(err error) *apiError {
 	case errors.As(err, &te):
 		msg = "We could not parse the JSON body of your request: the body must be a JSON object, not " + te.Value + "."
 	}
-	return &apiError{status: http.StatusBadRequest, msg: msg, code: "invalid_json"}
+	return &Error{status: http.StatusBadRequest, msg: msg, code: "invalid_json"}
 }

@@ -14,6 +14,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/ttfx/ttfx/internal/auth"
 	"github.com/ttfx/ttfx/internal/tokens"
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
 // DefaultMaxBodyBytes bounds a request body; larger bodies get a 413 in
@@ -52,15 +54,15 @@ type Options struct {
 	APIKey string
 	// MaxBodyBytes bounds request bodies; 0: DefaultMaxBodyBytes.
 	MaxBodyBytes int64
-	// Identity configures the token endpoints of the vertex kind (Google's
-	// JWT-bearer grant) and of Entra ID (client credentials), and makes
-	// the routes that take their bearer tokens accept only tokens issued
-	// and still valid; nil: those routes take any bearer token
-	// (identity.go).
+	// Identity configures the token endpoints the kinds register (a
+	// service account's JWT-bearer grant, an application's client
+	// credentials), and makes the routes that take their bearer tokens
+	// accept only tokens issued and still valid; nil: those routes take
+	// any bearer token (identity.go).
 	Identity *Identity
-	// AWSCredentials are the access key ids and secret keys whose SigV4
-	// signatures the Bedrock side accepts; empty: DefaultAWSAccessKeyID
-	// with DefaultAWSSecretAccessKey.
+	// AWSCredentials are the access key ids and secret keys whose
+	// Signature Version 4 signatures a kind's routes accept;
+	// empty: DefaultAWSAccessKeyID with DefaultAWSSecretAccessKey.
 	AWSCredentials map[string]string
 }
 
@@ -173,79 +175,192 @@ func (s *Server) Profiles() []string {
 // ServeHTTP serves the simulator's endpoints.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
+// routes serves the kinds' own routes and endpoints, the endpoints of
+// every API a unit is registered for (its wire.API's) and the units' model
+// paths; a kind's route comes first where both serve a path. Paths are
+// registered without a method so that a wrong method gets a 405 in the
+// API's own error format, not ServeMux's plain text.
 func (s *Server) routes() {
 	m := http.NewServeMux()
-	// Paths are registered without a method so that a wrong method gets a
-	// 405 in the protocol's own error format, not ServeMux's plain text.
+	seen := map[string]bool{"/healthz": true}
+	handle := func(path string, h http.HandlerFunc) {
+		if p := wildcards(path); !seen[p] {
+			seen[p] = true
+			m.HandleFunc(path, h)
+		}
+	}
 	m.HandleFunc("/healthz", s.healthz)
-	m.HandleFunc("/v1/chat/completions", s.generation(APIChat))
-	m.HandleFunc("/v1/completions", s.generation(APICompletions))
-	m.HandleFunc("/v1/responses", s.generation(APIResponses))
-	m.HandleFunc("/v1/embeddings", s.generation(APIEmbeddings))
-	m.HandleFunc("/v1/messages", s.generation(APIAnthropic))
-	m.HandleFunc("/v1/models", s.models)
-	m.HandleFunc("/v1/models/{name}", s.modelPath)
-	m.HandleFunc("/v1beta/models", s.models)
-	m.HandleFunc("/v1beta/models/{name}", s.modelPath)
-	s.azureRoutes(m)
-	s.vertexRoutes(m)
-	s.bedrockRoutes(m)
+	for _, k := range kinds {
+		for _, rt := range k.Routes {
+			if units[rt.API] != nil || rt.Accept != nil {
+				handle(rt.Path, s.kindRoute(rt))
+			}
+		}
+		for _, ep := range k.Endpoints {
+			handle(ep.Path, func(w http.ResponseWriter, r *http.Request) { ep.Serve(s, w, r) })
+		}
+	}
+	// A path ending in a wildcard can be both a model object (GET) and a
+	// target a unit generates on (POST .../{model}:method): targets maps
+	// such a path to its unit and splitter.
+	type targetRoute struct {
+		u     *Unit
+		a     *wire.API
+		split func(string) (string, bool, error)
+	}
+	targets := map[string]targetRoute{}
+	for _, name := range Units() {
+		u := units[name]
+		a := wire.LookupAPI(string(name))
+		if a == nil {
+			continue // a unit whose API is not linked serves only a kind's routes
+		}
+		for _, ep := range a.Endpoints {
+			_, path, _ := strings.Cut(ep.Pattern, " ")
+			switch {
+			case ep.SharedPath:
+				// Served as a model path (Unit.ModelPaths).
+			case ep.Target != nil:
+				targets[path] = targetRoute{u, a, ep.Target}
+			default:
+				handle(path, s.generation(u))
+			}
+		}
+	}
+	var modelPaths []string
+	for _, name := range Units() {
+		modelPaths = append(modelPaths, units[name].ModelPaths...)
+	}
+	for path := range targets {
+		modelPaths = append(modelPaths, path)
+	}
+	slices.Sort(modelPaths)
+	for _, path := range slices.Compact(modelPaths) {
+		if !strings.HasSuffix(path, "}") {
+			handle(path, s.models)
+			continue
+		}
+		t, ok := targets[path]
+		wildcard := path[strings.LastIndexByte(path, '{')+1 : len(path)-1]
+		handle(path, func(w http.ResponseWriter, r *http.Request) {
+			name := r.PathValue(wildcard)
+			if ok && strings.Contains(name, ":") {
+				s.target(w, r, t.u, t.a, name, t.split)
+				return
+			}
+			if r.Method != http.MethodGet {
+				s.methodNotAllowed(w, wire.Guess(r), "GET")
+				return
+			}
+			s.model(w, r, name)
+		})
+	}
 	m.HandleFunc("/", s.notFound)
 	s.mux = m
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		s.methodNotAllowed(w, familyOpenAI, "GET")
+		s.methodNotAllowed(w, nil, "GET")
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	io.WriteString(w, "ok\n")
 }
 
+// notFound answers a path no API serves in the format of the API whose
+// client it most likely is (wire.Guess, as the gateway guesses).
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
-	f := familyOpenAI
-	switch {
-	case strings.HasPrefix(r.URL.Path, "/v1beta/"):
-		f = familyGemini
-	case strings.HasPrefix(r.URL.Path, "/v1/messages"):
-		f = familyAnthropic
+	writeError(w, wire.Guess(r), errorf(http.StatusNotFound, fmt.Sprintf("Unknown path %s %s.", r.Method, r.URL.Path)))
+}
+
+func (s *Server) methodNotAllowed(w http.ResponseWriter, a *wire.API, allow string) {
+	writeError(w, a, MethodNotAllowed(allow))
+}
+
+// wildcards is a mux path with its wildcards unnamed, to tell paths the
+// mux would take for the same apart.
+func wildcards(path string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(path, '{')
+		j := strings.IndexByte(path, '}')
+		if i < 0 || j < i {
+			b.WriteString(path)
+			return b.String()
+		}
+		b.WriteString(path[:i])
+		b.WriteString("{}")
+		path = path[j+1:]
 	}
-	writeError(w, f, errorf(http.StatusNotFound, fmt.Sprintf("Unknown path %s %s.", r.Method, r.URL.Path)))
 }
 
-func (s *Server) methodNotAllowed(w http.ResponseWriter, f errorFamily, allow string) {
-	w.Header().Set("Allow", allow)
-	writeError(w, f, errorf(http.StatusMethodNotAllowed, "Method not allowed; use "+allow+"."))
-}
-
-// modelPath serves /v1/models/{name} and /v1beta/models/{name}: a model
-// object on GET, Gemini generation on POST of "{model}:generateContent" or
-// "{model}:streamGenerateContent".
-func (s *Server) modelPath(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	if model, action, ok := strings.Cut(name, ":"); ok {
-		if r.Method != http.MethodPost {
-			s.methodNotAllowed(w, familyGemini, "POST")
-			return
-		}
-		switch action {
-		case "generateContent", "streamGenerateContent":
-			s.serve(w, r, APIGemini, model, action == "streamGenerateContent", false)
-			return
-		}
-		writeError(w, familyGemini, errorf(http.StatusNotFound, "Unknown method "+action+"; the simulator serves generateContent and streamGenerateContent."))
+// target serves a generation request whose path names the model and the
+// method ("{model}:streamGenerateContent"), split by the API's Target.
+func (s *Server) target(w http.ResponseWriter, r *http.Request, u *Unit, a *wire.API, name string, split func(string) (string, bool, error)) {
+	if r.Method != http.MethodPost {
+		s.methodNotAllowed(w, a, "POST")
 		return
 	}
-	if r.Method != http.MethodGet {
-		s.methodNotAllowed(w, familyOpenAI, "GET")
+	model, stream, err := split(name)
+	if err != nil {
+		code := http.StatusBadRequest
+		if te, ok := err.(*wire.TargetError); ok {
+			code = te.Code
+		}
+		writeError(w, a, errorf(code, err.Error()))
 		return
 	}
-	s.model(w, r, name)
+	s.serve(w, r, u, route{model: model, fromTarget: true, stream: stream})
 }
 
-func (s *Server) generation(api API) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, api, "", false, false) }
+func (s *Server) generation(u *Unit) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, u, route{}) }
+}
+
+// kindRoute serves a route of a provider kind's own URL form: the kind
+// checks the credentials, the URL and the body, then the API's unit
+// serves it.
+func (s *Server) kindRoute(rt Route) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c := &Call{R: r, API: rt.API, Target: rt.Target, Stream: rt.Stream, s: s, w: w}
+		if rt.Model != "" {
+			c.Model = r.PathValue(rt.Model)
+		}
+		if rt.Accept != nil {
+			if e := rt.Accept(c); e != nil {
+				writeUnitError(w, units[c.API], e)
+				if rt.Record && s.opts.OnRequest != nil {
+					now := s.now()
+					s.opts.OnRequest(Info{API: c.API, Path: r.URL.Path, Status: e.status, Error: e.msg, Received: now, Ended: now})
+				}
+				return
+			}
+		}
+		u := units[c.API]
+		if u == nil {
+			writeError(w, nil, errorf(http.StatusNotFound, fmt.Sprintf("Unknown path %s %s.", r.Method, r.URL.Path)))
+			return
+		}
+		if c.read {
+			r.Body = io.NopCloser(bytes.NewReader(c.body))
+		}
+		if rt.Wrap != nil {
+			w = rt.Wrap(w, c.API)
+		}
+		s.serve(w, r, u, route{model: c.Model, fromTarget: c.Target, stream: c.Stream, keyChecked: rt.Accept != nil, rate: rt.RateHeaders})
+	}
+}
+
+// route is what the path of a request said.
+type route struct {
+	model      string // the model the path names (a target's, a deployment's)
+	fromTarget bool   // the path names the model and the method: the body names neither
+	stream     bool   // the target's method streams
+	keyChecked bool   // the kind's route checked the credentials in its own way
+	// rate, when set, writes the route's rate-limit headers instead of the
+	// unit's (Route.RateHeaders).
+	rate func(h http.Header, rs RateState)
 }
 
 // lookup finds the profile for model.
@@ -266,26 +381,24 @@ type exchange struct {
 	r       *http.Request
 	ctx     context.Context
 	t0      time.Time
-	family  errorFamily
+	u       *Unit // the API's unit, whose format errors are written in
+	rt      route
 	info    Info
 	timer   *time.Timer
 	written bool // a status line went out
 }
 
 // serve runs one model request from receipt to its last byte.
-// pathModel is a model the URL names (a Gemini model, an Azure
-// deployment); keyChecked says the caller checked the key in its
-// provider's own way.
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, api API, pathModel string, geminiStream, keyChecked bool) {
-	x := &exchange{s: s, w: w, r: r, ctx: r.Context(), t0: s.now(), family: familyOf(api)}
-	x.info = Info{API: api, Path: r.URL.Path, Received: x.t0}
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, u *Unit, rt route) {
+	x := &exchange{s: s, w: w, r: r, ctx: r.Context(), t0: s.now(), u: u, rt: rt}
+	x.info = Info{API: u.API, Path: r.URL.Path, Received: x.t0}
 	defer x.finish()
 
 	if r.Method != http.MethodPost {
-		x.fail(&apiError{status: http.StatusMethodNotAllowed, msg: "Method not allowed; use POST."}, "POST")
+		x.fail(&Error{status: http.StatusMethodNotAllowed, msg: "Method not allowed; use POST."}, "POST")
 		return
 	}
-	if s.opts.APIKey != "" && !keyChecked {
+	if s.opts.APIKey != "" && !rt.keyChecked {
 		got := auth.FromRequest(r)
 		if subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.APIKey)) != 1 {
 			x.fail(errorf(http.StatusUnauthorized, "Invalid or missing API key."), "")
@@ -309,25 +422,24 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, api API, pathMode
 		}
 		return
 	}
-	req, apiErr := parseRequest(api, body, pathModel)
+	req, apiErr := parseRequest(u, body, rt.model, rt.fromTarget)
 	if apiErr != nil {
 		x.fail(apiErr, "")
 		return
 	}
-	if api == APIConverse || api == APIBedrockInvoke {
-		req.stream = geminiStream // the path says
+	if rt.fromTarget {
+		req.Stream = rt.stream
 	}
-	if api == APIGemini {
-		req.stream = geminiStream
-		if geminiStream && r.URL.Query().Get("alt") != "sse" {
-			x.fail(errorf(http.StatusBadRequest, "The simulator streams Gemini only as server-sent events: add ?alt=sse to streamGenerateContent."), "")
+	if u.Check != nil {
+		if e := u.Check(r, &req); e != nil {
+			x.fail(e, "")
 			return
 		}
 	}
-	x.info.Model, x.info.Stream = req.model, req.stream
-	sv := s.lookup(req.model)
+	x.info.Model, x.info.Stream = req.Model, req.Stream
+	sv := s.lookup(req.Model)
 	if sv == nil {
-		x.fail(errorf(http.StatusNotFound, fmt.Sprintf("The model '%s' does not exist: the simulator serves %s.", req.model, strings.Join(s.Profiles(), ", "))), "")
+		x.fail(errorf(http.StatusNotFound, fmt.Sprintf("The model '%s' does not exist: the simulator serves %s.", req.Model, strings.Join(s.Profiles(), ", "))), "")
 		return
 	}
 	x.info.Profile = sv.name
@@ -352,7 +464,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, api API, pathMode
 		x.replay(sv, req)
 		return
 	}
-	if api == APIEmbeddings {
+	if u.NewEncoder == nil {
 		x.embeddings(sv, req)
 		return
 	}
@@ -362,31 +474,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, api API, pathMode
 		rng := rand.New(rand.NewPCG(uint64(sv.p.Seed), s.seq.Add(1)))
 		pl = pl.jitter(msDur(sv.p.JitterMs), rng)
 	}
-	resp := newResponse(req.model, sv.name, sv.p, sv.c, pl, x.info.InputTokens, req.includeUsage)
-	enc := newEncoder(api, resp)
-	if req.stream {
+	resp := newResponse(req.Model, sv.name, sv.p, sv.c, pl, x.info.InputTokens, req.IncludeUsage)
+	enc := u.NewEncoder(resp)
+	if req.Stream {
 		x.stream(pl, enc)
 	} else {
 		x.whole(pl, enc)
 	}
-}
-
-func newEncoder(api API, r *response) encoder {
-	switch api {
-	case APICompletions:
-		return &completionEncoder{r: r}
-	case APIResponses:
-		return newRespEncoder(r)
-	case APIAnthropic:
-		return newAnthEncoder(r)
-	case APIGemini:
-		return &geminiEncoder{r: r}
-	case APIConverse:
-		return newConverseEncoder(r)
-	case APIBedrockInvoke:
-		return newInvokeEncoder(r)
-	}
-	return &chatEncoder{r: r}
 }
 
 // maxPromptCounted bounds the prompt text the simulator counts tokens of:
@@ -466,13 +560,13 @@ func (x *exchange) cancelled() {
 }
 
 // fail sends an error response in the protocol's format.
-func (x *exchange) fail(e *apiError, allow string) {
+func (x *exchange) fail(e *Error, allow string) {
 	if allow != "" {
 		x.w.Header().Set("Allow", allow)
 	}
 	x.info.Status, x.info.Error = e.status, e.msg
 	x.written = true
-	writeError(x.w, x.family, e)
+	writeUnitError(x.w, x.u, e)
 }
 
 func (x *exchange) finish() {
@@ -506,15 +600,15 @@ func setStreamHeaders(h http.Header) {
 
 // stream writes pl as an event stream: headers at their time, then each
 // step at its time, each flushed on its own.
-func (x *exchange) stream(pl plan, enc encoder) {
+func (x *exchange) stream(pl plan, enc Encoder) {
 	if !x.waitUntil(pl.headers) {
 		return
 	}
 	rc := http.NewResponseController(x.w)
 	setStreamHeaders(x.w.Header())
-	framed, isFramed := enc.(framedEncoder)
+	framed, isFramed := enc.(FramedEncoder)
 	if isFramed {
-		x.w.Header().Set("Content-Type", framed.contentType())
+		x.w.Header().Set("Content-Type", framed.ContentType())
 	}
 	x.w.WriteHeader(http.StatusOK)
 	x.info.Status, x.written = http.StatusOK, true
@@ -524,18 +618,18 @@ func (x *exchange) stream(pl plan, enc encoder) {
 	}
 	buf := make([]byte, 0, 1024)
 	for _, st := range pl.steps {
-		buf = enc.frame(buf[:0], st)
+		buf = enc.Frame(buf[:0], Step{At: st.at, Kind: st.kind, Text: st.text, Tokens: st.tokens, Last: st.last})
 		switch st.kind {
-		case stepCut, stepClose:
+		case StepCut, StepClose:
 			if !x.waitUntil(st.at) {
 				return
 			}
-			if st.kind == stepCut {
+			if st.kind == StepCut {
 				x.abort()
 			}
 			x.info.Fault = faultTruncate.String()
 			return
-		case stepError:
+		case StepError:
 			x.info.Fault = faultErrorEvent.String()
 		}
 		if len(buf) == 0 {
@@ -556,27 +650,20 @@ func (x *exchange) stream(pl plan, enc encoder) {
 			x.s.onSend(x.t0.Add(st.at), x.s.now())
 		}
 		if isFramed {
-			x.info.Events += framed.events(buf)
+			x.info.Events += framed.Events(buf)
 		} else {
 			x.info.Events += countEvents(buf)
 		}
-		if st.kind == stepText {
+		if st.kind == StepText {
 			x.info.VisibleSent += st.tokens
 		}
-		if st.kind == stepError {
+		if st.kind == StepError {
 			return
 		}
 	}
 	if pl.fault.kind == faultStall {
 		x.info.Fault = faultStall.String()
 	}
-}
-
-// framedEncoder is an encoder whose streams are not SSE (Bedrock's event
-// stream): their media type and how many events a write holds.
-type framedEncoder interface {
-	contentType() string
-	events(b []byte) int
 }
 
 // countEvents counts the events in a frame: blank lines that end a block
@@ -609,10 +696,10 @@ func countEvents(b []byte) int {
 
 // whole sends the non-streaming response at the time the stream would
 // have ended; faults act on it as they can without a stream.
-func (x *exchange) whole(pl plan, enc encoder) {
+func (x *exchange) whole(pl plan, enc Encoder) {
 	last := pl.steps[len(pl.steps)-1]
 	for _, st := range pl.steps {
-		if st.kind == stepCut || st.kind == stepError || st.kind == stepClose || st.kind == stepFinish {
+		if st.kind == StepCut || st.kind == StepError || st.kind == StepClose || st.kind == StepFinish {
 			last = st
 			break
 		}
@@ -621,17 +708,17 @@ func (x *exchange) whole(pl plan, enc encoder) {
 		return
 	}
 	switch last.kind {
-	case stepCut:
+	case StepCut:
 		x.abort()
-	case stepError:
+	case StepError:
 		x.info.Fault = faultErrorEvent.String()
 		x.fail(errorf(http.StatusInternalServerError, streamErrorMessage), "")
 		return
 	}
-	body := enc.body()
+	body := enc.Body()
 	h := x.w.Header()
 	h.Set("Content-Type", "application/json")
-	if last.kind == stepClose {
+	if last.kind == StepClose {
 		// Half the body and a clean end: the connection closed well, the
 		// response did not finish (no Content-Length, so the client only
 		// finds out when it parses).
@@ -651,7 +738,7 @@ func (x *exchange) whole(pl plan, enc encoder) {
 	}
 	x.info.VisibleSent = 0
 	for _, st := range pl.steps {
-		if st.kind == stepText {
+		if st.kind == StepText {
 			x.info.VisibleSent += st.tokens
 		}
 	}
@@ -659,11 +746,11 @@ func (x *exchange) whole(pl plan, enc encoder) {
 
 // embeddings answers POST /v1/embeddings at the profile's header time with
 // one deterministic unit vector per input (seeded by the input's text).
-func (x *exchange) embeddings(sv *served, req request) {
+func (x *exchange) embeddings(sv *served, req Request) {
 	if !x.waitUntil(msDur(sv.p.HeadersMs)) {
 		return
 	}
-	dims := req.dimensions
+	dims := req.Dimensions
 	if dims == 0 {
 		dims = 1536
 	}
@@ -672,8 +759,8 @@ func (x *exchange) embeddings(sv *served, req request) {
 		Index     int    `json:"index"`
 		Embedding any    `json:"embedding"`
 	}
-	data := make([]item, len(req.embedInputs))
-	for i, in := range req.embedInputs {
+	data := make([]item, len(req.EmbedInputs))
+	for i, in := range req.EmbedInputs {
 		h := fnv.New64a()
 		io.WriteString(h, in)
 		rng := rand.New(rand.NewPCG(h.Sum64(), uint64(sv.p.Seed)))
@@ -689,7 +776,7 @@ func (x *exchange) embeddings(sv *served, req request) {
 			v[j] = float32(float64(v[j]) / norm)
 		}
 		var emb any = v
-		if req.base64 {
+		if req.Base64 {
 			b := make([]byte, 4*dims)
 			for j, f := range v {
 				binary.LittleEndian.PutUint32(b[4*j:], math.Float32bits(f))
@@ -707,7 +794,7 @@ func (x *exchange) embeddings(sv *served, req request) {
 			PromptTokens int `json:"prompt_tokens"`
 			TotalTokens  int `json:"total_tokens"`
 		} `json:"usage"`
-	}{Object: "list", Data: data, Model: req.model, Usage: struct {
+	}{Object: "list", Data: data, Model: req.Model, Usage: struct {
 		PromptTokens int `json:"prompt_tokens"`
 		TotalTokens  int `json:"total_tokens"`
 	}{n, n}})

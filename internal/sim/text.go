@@ -147,17 +147,9 @@ func generate(p Profile) *content {
 	return c
 }
 
-// ids are the identifiers of one profile's responses, derived from its name
-// and seed so that bodies are the same bytes every time.
-type ids struct {
-	chat, completion, response, message, anthropicMsg string
-	call, toolUse, reasoningItem, functionItem        string
-	geminiResponse, fingerprint, signature            string
-}
-
 const alnum = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
-func makeIDs(name string, seed int64) ids {
+func makeIDs(name string, seed int64) IDs {
 	h := fnv.New64a()
 	h.Write([]byte(name))
 	rng := rand.New(rand.NewPCG(h.Sum64(), uint64(seed)^streamIDs))
@@ -169,18 +161,20 @@ func makeIDs(name string, seed int64) ids {
 		return string(b)
 	}
 	const hex = "0123456789abcdef"
-	return ids{
-		chat:           "chatcmpl-" + str(29, alnum),
-		completion:     "cmpl-" + str(29, alnum),
-		response:       "resp_" + str(50, hex),
-		message:        "msg_" + str(50, hex),
-		anthropicMsg:   "msg_01" + str(22, alnum),
-		call:           "call_" + str(24, alnum),
-		toolUse:        "toolu_01" + str(22, alnum),
-		reasoningItem:  "rs_" + str(50, hex),
-		functionItem:   "fc_" + str(50, hex),
-		geminiResponse: str(22, alnum),
-		fingerprint:    "fp_" + str(10, hex),
-		signature:      "Er" + str(170, alnum+"+/") + "==",
+	// The draws are made in this order (left to right): keep it, so that a
+	// profile keeps its identifiers.
+	return IDs{
+		Chat:          "chatcmpl-" + str(29, alnum),
+		Completion:    "cmpl-" + str(29, alnum),
+		Response:      "resp_" + str(50, hex),
+		Message:       "msg_" + str(50, hex),
+		Msg01:         "msg_01" + str(22, alnum),
+		Call:          "call_" + str(24, alnum),
+		ToolUse:       "toolu_01" + str(22, alnum),
+		ReasoningItem: "rs_" + str(50, hex),
+		FunctionItem:  "fc_" + str(50, hex),
+		Short:         str(22, alnum),
+		Fingerprint:   "fp_" + str(10, hex),
+		Signature:     "Er" + str(170, alnum+"+/") + "==",
 	}
 }

@@ -42,7 +42,7 @@ func init() {
 			}
 			return 0
 		},
-		ErrorBody:      func(e protocol.ErrorResponse) []byte { return protocol.ErrorBody(protocol.FamilyAnthropic, e) },
+		ErrorBody:      ErrorBody,
 		StreamError:    streamError,
 		GenAIOperation: "chat", GenAIProvider: "anthropic",
 	})

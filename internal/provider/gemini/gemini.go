@@ -49,7 +49,7 @@ func init() {
 			}
 			return 0
 		},
-		ErrorBody:      func(e protocol.ErrorResponse) []byte { return protocol.ErrorBody(protocol.FamilyGemini, e) },
+		ErrorBody:      ErrorBody,
 		StreamError:    streamError,
 		GenAIOperation: "generate_content", GenAIProvider: "gcp.gemini",
 	})

@@ -71,7 +71,7 @@ func init() {
 	}
 	for _, a := range []*wire.API{chat, completions, responses, embeddings, models} {
 		a.KeyHeader = "Authorization: Bearer KEY"
-		a.ErrorBody = errorBody
+		a.ErrorBody = ErrorBody
 		a.StreamError = streamError
 		if a == responses {
 			a.StreamError = responsesStreamError
@@ -93,8 +93,6 @@ func init() {
 		Example:        wire.Example{Host: "api.openai.com", Models: map[string][]string{Family: {"gpt-4o-mini", "gpt-4o", "o4-mini"}}},
 	})
 }
-
-func errorBody(e protocol.ErrorResponse) []byte { return protocol.ErrorBody(protocol.FamilyOpenAI, e) }
 
 // streamError is the error chunk OpenAI sends mid-stream, which its SDKs
 // raise: {"error":{"message","type","param","code"}}.

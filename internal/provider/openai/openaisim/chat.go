@@ -1,8 +1,10 @@
-package sim
+package openaisim
 
 import (
 	"encoding/json"
 
+	"github.com/ttfx/ttfx/internal/protocol"
+	"github.com/ttfx/ttfx/internal/sim"
 	"github.com/ttfx/ttfx/internal/sse"
 )
 
@@ -68,76 +70,76 @@ type reasoningTokens struct {
 	ReasoningTokens int `json:"reasoning_tokens"`
 }
 
-func (r *response) chatUsage() chatUsage {
-	out := r.c.outputTokens()
+func usageOf(r *sim.Response) chatUsage {
+	out := r.OutputTokens()
 	return chatUsage{
-		PromptTokens: r.input, CompletionTokens: out, TotalTokens: r.input + out,
+		PromptTokens: r.Input, CompletionTokens: out, TotalTokens: r.Input + out,
 		PromptTokensDetails:     cachedTokens{0},
-		CompletionTokensDetails: reasoningTokens{r.c.reasoningTokens},
+		CompletionTokensDetails: reasoningTokens{r.ReasoningTokens},
 	}
 }
 
-func (r *response) finishReason() string {
-	if r.hasTool {
+func finishReason(r *sim.Response) string {
+	if r.HasTool {
 		return "tool_calls"
 	}
 	return "stop"
 }
 
 type chatEncoder struct {
-	r               *response
-	text, reasoning template // made at the first delta of each
+	r               *sim.Response
+	text, reasoning sim.Template // made at the first delta of each
 }
 
 func (e *chatEncoder) chunk(d chatDelta, finish *string) chatChunk {
 	ch := chatChunk{
-		ID: e.r.id.chat, Object: "chat.completion.chunk", Created: created, Model: e.r.model,
-		ServiceTier: "default", SystemFingerprint: e.r.id.fingerprint,
-		Choices: []chatChoice{{Delta: d, Logprobs: null, FinishReason: finish}},
+		ID: e.r.ID.Chat, Object: "chat.completion.chunk", Created: sim.Created, Model: e.r.Model,
+		ServiceTier: "default", SystemFingerprint: e.r.ID.Fingerprint,
+		Choices: []chatChoice{{Delta: d, Logprobs: sim.Null, FinishReason: finish}},
 	}
-	if e.r.includeUsage {
-		ch.Usage = null
+	if e.r.IncludeUsage {
+		ch.Usage = sim.Null
 	}
 	return ch
 }
 
-func (e *chatEncoder) frame(dst []byte, st step) []byte {
-	switch st.kind {
-	case stepStart:
-		return appendData(dst, e.chunk(chatDelta{Role: "assistant", Content: ptr(""), Refusal: null}, nil))
-	case stepReasoning:
-		if e.reasoning.pre == nil {
-			e.reasoning = makeTemplate(e.chunk(chatDelta{ReasoningContent: ptr(hole)}, nil))
+func (e *chatEncoder) Frame(dst []byte, st sim.Step) []byte {
+	switch st.Kind {
+	case sim.StepStart:
+		return sim.AppendData(dst, e.chunk(chatDelta{Role: "assistant", Content: sim.Ptr(""), Refusal: sim.Null}, nil))
+	case sim.StepReasoning:
+		if e.reasoning.Empty() {
+			e.reasoning = sim.MakeTemplate(e.chunk(chatDelta{ReasoningContent: sim.Ptr(sim.Hole)}, nil))
 		}
-		return e.reasoning.appendEvent(dst, "", st.text)
-	case stepToolStart:
-		return appendData(dst, e.chunk(chatDelta{ToolCalls: []chatToolCall{{
-			ID: e.r.id.call, Type: "function", Function: chatFunction{Name: e.r.c.toolName}}}}, nil))
-	case stepTool:
-		return appendData(dst, e.chunk(chatDelta{ToolCalls: []chatToolCall{{Function: chatFunction{Arguments: st.text}}}}, nil))
-	case stepText:
-		if e.text.pre == nil {
-			e.text = makeTemplate(e.chunk(chatDelta{Content: ptr(hole)}, nil))
+		return e.reasoning.AppendEvent(dst, "", st.Text)
+	case sim.StepToolStart:
+		return sim.AppendData(dst, e.chunk(chatDelta{ToolCalls: []chatToolCall{{
+			ID: e.r.ID.Call, Type: "function", Function: chatFunction{Name: e.r.ToolName}}}}, nil))
+	case sim.StepTool:
+		return sim.AppendData(dst, e.chunk(chatDelta{ToolCalls: []chatToolCall{{Function: chatFunction{Arguments: st.Text}}}}, nil))
+	case sim.StepText:
+		if e.text.Empty() {
+			e.text = sim.MakeTemplate(e.chunk(chatDelta{Content: sim.Ptr(sim.Hole)}, nil))
 		}
-		return e.text.appendEvent(dst, "", st.text)
-	case stepHeartbeat:
-		return e.r.keepAlive(dst)
-	case stepFinish:
-		dst = appendData(dst, e.chunk(chatDelta{}, ptr(e.r.finishReason())))
-		if e.r.includeUsage {
+		return e.text.AppendEvent(dst, "", st.Text)
+	case sim.StepHeartbeat:
+		return e.r.KeepAlive(dst)
+	case sim.StepFinish:
+		dst = sim.AppendData(dst, e.chunk(chatDelta{}, sim.Ptr(finishReason(e.r))))
+		if e.r.IncludeUsage {
 			u := e.chunk(chatDelta{}, nil)
 			u.Choices = []chatChoice{}
-			u.Usage = marshal(e.r.chatUsage())
-			dst = appendData(dst, u)
+			u.Usage = sim.Marshal(usageOf(e.r))
+			dst = sim.AppendData(dst, u)
 		}
 		return sse.AppendEvent(dst, "", []byte("[DONE]"))
-	case stepError:
-		return appendData(dst, json.RawMessage(errorBody(familyOpenAI, errorf(500, streamErrorMessage))))
+	case sim.StepError:
+		return sim.AppendData(dst, json.RawMessage(errorBody(protocol.ErrorResponse{Status: 500, Message: sim.StreamErrorMessage})))
 	}
 	return dst
 }
 
-func (e *chatEncoder) body() []byte {
+func (e *chatEncoder) Body() []byte {
 	// A non-streaming tool call has no "index".
 	type toolCall struct {
 		ID       string       `json:"id"`
@@ -157,17 +159,17 @@ func (e *chatEncoder) body() []byte {
 		Logprobs     json.RawMessage `json:"logprobs"`
 		FinishReason string          `json:"finish_reason"`
 	}
-	m := message{Role: "assistant", Refusal: null}
-	if e.r.c.visibleText != "" {
-		m.Content = ptr(e.r.c.visibleText)
+	m := message{Role: "assistant", Refusal: sim.Null}
+	if e.r.VisibleText != "" {
+		m.Content = sim.Ptr(e.r.VisibleText)
 	}
-	if e.r.c.reasoningText != "" {
-		m.ReasoningContent = ptr(e.r.c.reasoningText)
+	if e.r.ReasoningText != "" {
+		m.ReasoningContent = sim.Ptr(e.r.ReasoningText)
 	}
-	if e.r.hasTool {
-		m.ToolCalls = []toolCall{{e.r.id.call, "function", chatFunction{Name: e.r.c.toolName, Arguments: e.r.c.toolArgs}}}
+	if e.r.HasTool {
+		m.ToolCalls = []toolCall{{e.r.ID.Call, "function", chatFunction{Name: e.r.ToolName, Arguments: e.r.ToolArgs}}}
 	}
-	return marshal(struct {
+	return sim.Marshal(struct {
 		ID                string    `json:"id"`
 		Object            string    `json:"object"`
 		Created           int64     `json:"created"`
@@ -177,9 +179,9 @@ func (e *chatEncoder) body() []byte {
 		ServiceTier       string    `json:"service_tier"`
 		SystemFingerprint string    `json:"system_fingerprint"`
 	}{
-		ID: e.r.id.chat, Object: "chat.completion", Created: created, Model: e.r.model,
-		Choices: []choice{{0, m, null, e.r.finishReason()}},
-		Usage:   e.r.chatUsage(), ServiceTier: "default", SystemFingerprint: e.r.id.fingerprint,
+		ID: e.r.ID.Chat, Object: "chat.completion", Created: sim.Created, Model: e.r.Model,
+		Choices: []choice{{0, m, sim.Null, finishReason(e.r)}},
+		Usage:   usageOf(e.r), ServiceTier: "default", SystemFingerprint: e.r.ID.Fingerprint,
 	})
 }
 
@@ -206,53 +208,53 @@ type completionChoice struct {
 }
 
 type completionEncoder struct {
-	r    *response
-	text template
+	r    *sim.Response
+	text sim.Template
 }
 
 func (e *completionEncoder) usage() chatUsage {
-	v := e.r.c.visibleTokens
-	return chatUsage{PromptTokens: e.r.input, CompletionTokens: v, TotalTokens: e.r.input + v}
+	v := e.r.VisibleTokens
+	return chatUsage{PromptTokens: e.r.Input, CompletionTokens: v, TotalTokens: e.r.Input + v}
 }
 
 func (e *completionEncoder) chunk(text string, finish *string) completionChunk {
-	ch := completionChunk{ID: e.r.id.completion, Object: "text_completion", Created: created,
-		Choices: []completionChoice{{Text: text, Logprobs: null, FinishReason: finish}},
-		Model:   e.r.model, SystemFingerprint: e.r.id.fingerprint}
-	if e.r.includeUsage {
-		ch.Usage = null
+	ch := completionChunk{ID: e.r.ID.Completion, Object: "text_completion", Created: sim.Created,
+		Choices: []completionChoice{{Text: text, Logprobs: sim.Null, FinishReason: finish}},
+		Model:   e.r.Model, SystemFingerprint: e.r.ID.Fingerprint}
+	if e.r.IncludeUsage {
+		ch.Usage = sim.Null
 	}
 	return ch
 }
 
-func (e *completionEncoder) frame(dst []byte, st step) []byte {
-	switch st.kind {
-	case stepStart:
-		return appendData(dst, e.chunk("", nil))
-	case stepText:
-		if e.text.pre == nil {
-			e.text = makeTemplate(e.chunk(hole, nil))
+func (e *completionEncoder) Frame(dst []byte, st sim.Step) []byte {
+	switch st.Kind {
+	case sim.StepStart:
+		return sim.AppendData(dst, e.chunk("", nil))
+	case sim.StepText:
+		if e.text.Empty() {
+			e.text = sim.MakeTemplate(e.chunk(sim.Hole, nil))
 		}
-		return e.text.appendEvent(dst, "", st.text)
-	case stepHeartbeat:
-		return e.r.keepAlive(dst)
-	case stepFinish:
-		dst = appendData(dst, e.chunk("", ptr("stop")))
-		if e.r.includeUsage {
+		return e.text.AppendEvent(dst, "", st.Text)
+	case sim.StepHeartbeat:
+		return e.r.KeepAlive(dst)
+	case sim.StepFinish:
+		dst = sim.AppendData(dst, e.chunk("", sim.Ptr("stop")))
+		if e.r.IncludeUsage {
 			u := e.chunk("", nil)
 			u.Choices = []completionChoice{}
-			u.Usage = marshal(e.usage())
-			dst = appendData(dst, u)
+			u.Usage = sim.Marshal(e.usage())
+			dst = sim.AppendData(dst, u)
 		}
 		return sse.AppendEvent(dst, "", []byte("[DONE]"))
-	case stepError:
-		return appendData(dst, json.RawMessage(errorBody(familyOpenAI, errorf(500, streamErrorMessage))))
+	case sim.StepError:
+		return sim.AppendData(dst, json.RawMessage(errorBody(protocol.ErrorResponse{Status: 500, Message: sim.StreamErrorMessage})))
 	}
 	return dst
 }
 
-func (e *completionEncoder) body() []byte {
-	ch := e.chunk(e.r.c.visibleText, ptr("stop"))
-	ch.Usage = marshal(e.usage())
-	return marshal(ch)
+func (e *completionEncoder) Body() []byte {
+	ch := e.chunk(e.r.VisibleText, sim.Ptr("stop"))
+	ch.Usage = sim.Marshal(e.usage())
+	return sim.Marshal(ch)
 }

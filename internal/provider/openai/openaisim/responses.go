@@ -1,8 +1,9 @@
-package sim
+package openaisim
 
 import (
 	"encoding/json"
 
+	"github.com/ttfx/ttfx/internal/sim"
 	"github.com/ttfx/ttfx/internal/sse"
 )
 
@@ -14,15 +15,15 @@ import (
 // with usage. Every event carries its sequence_number.
 
 type respEncoder struct {
-	r    *response
+	r    *sim.Response
 	seq  int
-	out  int      // output_index of the open item; -1 before the first
-	open stepKind // the open item's kind; 0: none
-	buf  []byte   // text of the open item so far
-	done []any    // finished output items, for response.completed
+	out  int          // output_index of the open item; -1 before the first
+	open sim.StepKind // the open item's kind; 0: none
+	buf  []byte       // text of the open item so far
+	done []any        // finished output items, for response.completed
 }
 
-func newRespEncoder(r *response) *respEncoder { return &respEncoder{r: r, out: -1} }
+func newRespEncoder(r *sim.Response) *respEncoder { return &respEncoder{r: r, out: -1} }
 
 type respUsage struct {
 	InputTokens         int             `json:"input_tokens"`
@@ -63,9 +64,9 @@ func (e *respEncoder) object(status string, output []any, usage any) respObject 
 		output = []any{}
 	}
 	return respObject{
-		ID: e.r.id.response, Object: "response", CreatedAt: created, Status: status,
-		Error: null, IncompleteDetails: null, Instructions: null, MaxOutputTokens: null,
-		Model: e.r.model, Output: output, ParallelToolCalls: true, PreviousResponseID: null,
+		ID: e.r.ID.Response, Object: "response", CreatedAt: sim.Created, Status: status,
+		Error: sim.Null, IncompleteDetails: sim.Null, Instructions: sim.Null, MaxOutputTokens: sim.Null,
+		Model: e.r.Model, Output: output, ParallelToolCalls: true, PreviousResponseID: sim.Null,
 		Reasoning:   json.RawMessage(`{"effort":null,"summary":null}`),
 		Temperature: 1, Text: json.RawMessage(`{"format":{"type":"text"}}`),
 		ToolChoice: "auto", Tools: []any{}, TopP: 1, Truncation: "disabled", Usage: usage,
@@ -73,9 +74,9 @@ func (e *respEncoder) object(status string, output []any, usage any) respObject 
 }
 
 func (e *respEncoder) usage() respUsage {
-	out := e.r.c.outputTokens()
-	return respUsage{InputTokens: e.r.input, OutputTokens: out, TotalTokens: e.r.input + out,
-		OutputTokensDetails: reasoningTokens{e.r.c.reasoningTokens}}
+	out := e.r.OutputTokens()
+	return respUsage{InputTokens: e.r.Input, OutputTokens: out, TotalTokens: e.r.Input + out,
+		OutputTokensDetails: reasoningTokens{e.r.ReasoningTokens}}
 }
 
 // event appends one Responses event: fields is the event's JSON object
@@ -86,10 +87,10 @@ func (e *respEncoder) event(dst []byte, typ string, fields map[string]any) []byt
 	e.seq++
 	// encoding/json writes map keys sorted, which is the API's own order
 	// (see the fixtures) except that "type" comes first: write it by hand.
-	body := marshal(fields)
+	body := sim.Marshal(fields)
 	b := make([]byte, 0, len(body)+len(typ)+12)
 	b = append(b, `{"type":`...)
-	b = append(b, marshal(typ)...)
+	b = append(b, sim.Marshal(typ)...)
 	if len(body) > 2 {
 		b = append(b, ',')
 		b = append(b, body[1:]...)
@@ -136,47 +137,47 @@ type outputText struct {
 	Text        string `json:"text"`
 }
 
-func (e *respEncoder) item(kind stepKind, text, status string) any {
+func (e *respEncoder) item(kind sim.StepKind, text, status string) any {
 	switch kind {
-	case stepReasoning:
-		it := reasoningItem{ID: e.r.id.reasoningItem, Type: "reasoning", Summary: []summaryPart{}}
+	case sim.StepReasoning:
+		it := reasoningItem{ID: e.r.ID.ReasoningItem, Type: "reasoning", Summary: []summaryPart{}}
 		if status == "completed" {
 			it.Summary = []summaryPart{{"summary_text", text}}
 		}
 		return it
-	case stepTool:
-		return functionItem{ID: e.r.id.functionItem, Type: "function_call", Status: status,
-			Arguments: text, CallID: e.r.id.call, Name: e.r.c.toolName}
+	case sim.StepTool:
+		return functionItem{ID: e.r.ID.FunctionItem, Type: "function_call", Status: status,
+			Arguments: text, CallID: e.r.ID.Call, Name: e.r.ToolName}
 	}
-	it := messageItem{ID: e.r.id.message, Type: "message", Status: status, Content: []outputText{}, Role: "assistant"}
+	it := messageItem{ID: e.r.ID.Message, Type: "message", Status: status, Content: []outputText{}, Role: "assistant"}
 	if status == "completed" {
 		it.Content = []outputText{{"output_text", []any{}, []any{}, text}}
 	}
 	return it
 }
 
-func (e *respEncoder) itemID(kind stepKind) string {
+func (e *respEncoder) itemID(kind sim.StepKind) string {
 	switch kind {
-	case stepReasoning:
-		return e.r.id.reasoningItem
-	case stepTool:
-		return e.r.id.functionItem
+	case sim.StepReasoning:
+		return e.r.ID.ReasoningItem
+	case sim.StepTool:
+		return e.r.ID.FunctionItem
 	}
-	return e.r.id.message
+	return e.r.ID.Message
 }
 
 // openItem starts an output item of kind, closing the one before.
-func (e *respEncoder) openItem(dst []byte, kind stepKind) []byte {
+func (e *respEncoder) openItem(dst []byte, kind sim.StepKind) []byte {
 	dst = e.closeItem(dst)
 	e.out++
 	e.open, e.buf = kind, e.buf[:0]
 	dst = e.event(dst, "response.output_item.added", map[string]any{"item": e.item(kind, "", "in_progress"), "output_index": e.out})
 	id := e.itemID(kind)
 	switch kind {
-	case stepReasoning:
+	case sim.StepReasoning:
 		dst = e.event(dst, "response.reasoning_summary_part.added", map[string]any{
 			"item_id": id, "output_index": e.out, "summary_index": 0, "part": summaryPart{"summary_text", ""}})
-	case stepText:
+	case sim.StepText:
 		dst = e.event(dst, "response.content_part.added", map[string]any{
 			"item_id": id, "output_index": e.out, "content_index": 0, "part": outputText{"output_text", []any{}, []any{}, ""}})
 	}
@@ -190,15 +191,15 @@ func (e *respEncoder) closeItem(dst []byte) []byte {
 	}
 	id, text := e.itemID(e.open), string(e.buf)
 	switch e.open {
-	case stepReasoning:
+	case sim.StepReasoning:
 		dst = e.event(dst, "response.reasoning_summary_text.done", map[string]any{
 			"item_id": id, "output_index": e.out, "summary_index": 0, "text": text})
 		dst = e.event(dst, "response.reasoning_summary_part.done", map[string]any{
 			"item_id": id, "output_index": e.out, "summary_index": 0, "part": summaryPart{"summary_text", text}})
-	case stepTool:
+	case sim.StepTool:
 		dst = e.event(dst, "response.function_call_arguments.done", map[string]any{
 			"item_id": id, "output_index": e.out, "arguments": text})
-	case stepText:
+	case sim.StepText:
 		dst = e.event(dst, "response.output_text.done", map[string]any{
 			"item_id": id, "output_index": e.out, "content_index": 0, "logprobs": []any{}, "text": text})
 		dst = e.event(dst, "response.content_part.done", map[string]any{
@@ -211,56 +212,56 @@ func (e *respEncoder) closeItem(dst []byte) []byte {
 	return dst
 }
 
-func (e *respEncoder) frame(dst []byte, st step) []byte {
-	switch st.kind {
-	case stepStart:
+func (e *respEncoder) Frame(dst []byte, st sim.Step) []byte {
+	switch st.Kind {
+	case sim.StepStart:
 		dst = e.event(dst, "response.created", map[string]any{"response": e.object("in_progress", nil, nil)})
 		return e.event(dst, "response.in_progress", map[string]any{"response": e.object("in_progress", nil, nil)})
-	case stepToolStart:
-		return e.openItem(dst, stepTool)
-	case stepReasoning, stepTool, stepText:
-		if e.open != st.kind {
-			dst = e.openItem(dst, st.kind)
+	case sim.StepToolStart:
+		return e.openItem(dst, sim.StepTool)
+	case sim.StepReasoning, sim.StepTool, sim.StepText:
+		if e.open != st.Kind {
+			dst = e.openItem(dst, st.Kind)
 		}
-		e.buf = append(e.buf, st.text...)
-		id := e.itemID(st.kind)
-		switch st.kind {
-		case stepReasoning:
+		e.buf = append(e.buf, st.Text...)
+		id := e.itemID(st.Kind)
+		switch st.Kind {
+		case sim.StepReasoning:
 			dst = e.event(dst, "response.reasoning_summary_text.delta", map[string]any{
-				"item_id": id, "output_index": e.out, "summary_index": 0, "delta": st.text})
-		case stepTool:
+				"item_id": id, "output_index": e.out, "summary_index": 0, "delta": st.Text})
+		case sim.StepTool:
 			dst = e.event(dst, "response.function_call_arguments.delta", map[string]any{
-				"item_id": id, "output_index": e.out, "delta": st.text})
+				"item_id": id, "output_index": e.out, "delta": st.Text})
 		default:
 			dst = e.event(dst, "response.output_text.delta", map[string]any{
-				"item_id": id, "output_index": e.out, "content_index": 0, "logprobs": []any{}, "delta": st.text})
+				"item_id": id, "output_index": e.out, "content_index": 0, "logprobs": []any{}, "delta": st.Text})
 		}
-		if st.last {
+		if st.Last {
 			dst = e.closeItem(dst)
 		}
 		return dst
-	case stepHeartbeat:
-		return e.r.keepAlive(dst)
-	case stepFinish:
+	case sim.StepHeartbeat:
+		return e.r.KeepAlive(dst)
+	case sim.StepFinish:
 		dst = e.closeItem(dst)
 		return e.event(dst, "response.completed", map[string]any{"response": e.object("completed", e.done, e.usage())})
-	case stepError:
-		return e.event(dst, "error", map[string]any{"code": "server_error", "message": streamErrorMessage, "param": nil})
+	case sim.StepError:
+		return e.event(dst, "error", map[string]any{"code": "server_error", "message": sim.StreamErrorMessage, "param": nil})
 	}
 	return dst
 }
 
-func (e *respEncoder) body() []byte {
+func (e *respEncoder) Body() []byte {
 	var out []any
-	for _, k := range e.r.order {
+	for _, k := range e.r.Order {
 		switch k {
-		case stepReasoning:
-			out = append(out, e.item(k, e.r.c.reasoningText, "completed"))
-		case stepTool:
-			out = append(out, e.item(k, e.r.c.toolArgs, "completed"))
-		case stepText:
-			out = append(out, e.item(k, e.r.c.visibleText, "completed"))
+		case sim.StepReasoning:
+			out = append(out, e.item(k, e.r.ReasoningText, "completed"))
+		case sim.StepTool:
+			out = append(out, e.item(k, e.r.ToolArgs, "completed"))
+		case sim.StepText:
+			out = append(out, e.item(k, e.r.VisibleText, "completed"))
 		}
 	}
-	return marshal(e.object("completed", out, e.usage()))
+	return sim.Marshal(e.object("completed", out, e.usage()))
 }

@@ -1,8 +1,10 @@
-package sim
+package anthropicsim
 
 import (
 	"encoding/json"
 
+	"github.com/ttfx/ttfx/internal/protocol"
+	"github.com/ttfx/ttfx/internal/sim"
 	"github.com/ttfx/ttfx/internal/sse"
 )
 
@@ -16,15 +18,15 @@ import (
 // `event: ping` with Anthropic's `{"type": "ping"}` payload.
 
 type anthEncoder struct {
-	r      *response
-	index  int      // index of the open block; -1 before the first
-	open   stepKind // the open block's kind; 0: none
+	r      *sim.Response
+	index  int          // index of the open block; -1 before the first
+	open   sim.StepKind // the open block's kind; 0: none
 	pinged bool
-	text   template // text_delta of the block at textAt
+	text   sim.Template // text_delta of the block at textAt
 	textAt int
 }
 
-func newAnthEncoder(r *response) *anthEncoder { return &anthEncoder{r: r, index: -1} }
+func newAnthEncoder(r *sim.Response) *anthEncoder { return &anthEncoder{r: r, index: -1} }
 
 type anthUsage struct {
 	InputTokens              int `json:"input_tokens"`
@@ -45,14 +47,14 @@ type anthMessage struct {
 }
 
 func (e *anthEncoder) stopReason() string {
-	if e.r.hasTool {
+	if e.r.HasTool {
 		return "tool_use"
 	}
 	return "end_turn"
 }
 
 func (e *anthEncoder) usage(output int) anthUsage {
-	return anthUsage{InputTokens: e.r.input, OutputTokens: output}
+	return anthUsage{InputTokens: e.r.Input, OutputTokens: output}
 }
 
 type anthThinking struct {
@@ -73,22 +75,22 @@ type anthText struct {
 	Text string `json:"text"`
 }
 
-func (e *anthEncoder) block(kind stepKind, full bool) any {
+func (e *anthEncoder) block(kind sim.StepKind, full bool) any {
 	switch kind {
-	case stepReasoning:
+	case sim.StepReasoning:
 		if full {
-			return anthThinking{"thinking", e.r.c.reasoningText, e.r.id.signature}
+			return anthThinking{"thinking", e.r.ReasoningText, e.r.ID.Signature}
 		}
 		return anthThinking{"thinking", "", ""}
-	case stepTool:
+	case sim.StepTool:
 		in := json.RawMessage("{}")
 		if full {
-			in = json.RawMessage(e.r.c.toolArgs)
+			in = json.RawMessage(e.r.ToolArgs)
 		}
-		return anthToolUse{"tool_use", e.r.id.toolUse, e.r.c.toolName, in}
+		return anthToolUse{"tool_use", e.r.ID.ToolUse, e.r.ToolName, in}
 	}
 	if full {
-		return anthText{"text", e.r.c.visibleText}
+		return anthText{"text", e.r.VisibleText}
 	}
 	return anthText{"text", ""}
 }
@@ -109,14 +111,14 @@ func (e *anthEncoder) deltaEvent(d any) anthDelta {
 }
 
 func (e *anthEncoder) delta(dst []byte, d any) []byte {
-	return appendTyped(dst, "content_block_delta", e.deltaEvent(d))
+	return sim.AppendTyped(dst, "content_block_delta", e.deltaEvent(d))
 }
 
-func (e *anthEncoder) openBlock(dst []byte, kind stepKind) []byte {
+func (e *anthEncoder) openBlock(dst []byte, kind sim.StepKind) []byte {
 	dst = e.closeBlock(dst)
 	e.index++
 	e.open = kind
-	dst = appendTyped(dst, "content_block_start", struct {
+	dst = sim.AppendTyped(dst, "content_block_start", struct {
 		Type         string `json:"type"`
 		Index        int    `json:"index"`
 		ContentBlock any    `json:"content_block"`
@@ -125,7 +127,7 @@ func (e *anthEncoder) openBlock(dst []byte, kind stepKind) []byte {
 		e.pinged = true
 		dst = e.ping(dst)
 	}
-	if kind == stepTool {
+	if kind == sim.StepTool {
 		// Anthropic opens a tool_use block's input with an empty delta.
 		dst = e.delta(dst, struct {
 			Type        string `json:"type"`
@@ -139,13 +141,13 @@ func (e *anthEncoder) closeBlock(dst []byte) []byte {
 	if e.open == 0 {
 		return dst
 	}
-	if e.open == stepReasoning {
+	if e.open == sim.StepReasoning {
 		dst = e.delta(dst, struct {
 			Type      string `json:"type"`
 			Signature string `json:"signature"`
-		}{"signature_delta", e.r.id.signature})
+		}{"signature_delta", e.r.ID.Signature})
 	}
-	dst = appendTyped(dst, "content_block_stop", struct {
+	dst = sim.AppendTyped(dst, "content_block_stop", struct {
 		Type  string `json:"type"`
 		Index int    `json:"index"`
 	}{"content_block_stop", e.index})
@@ -157,46 +159,46 @@ func (e *anthEncoder) ping(dst []byte) []byte {
 	return sse.AppendEvent(dst, "ping", []byte(`{"type": "ping"}`))
 }
 
-func (e *anthEncoder) frame(dst []byte, st step) []byte {
-	switch st.kind {
-	case stepStart:
-		return appendTyped(dst, "message_start", struct {
+func (e *anthEncoder) Frame(dst []byte, st sim.Step) []byte {
+	switch st.Kind {
+	case sim.StepStart:
+		return sim.AppendTyped(dst, "message_start", struct {
 			Type    string      `json:"type"`
 			Message anthMessage `json:"message"`
-		}{"message_start", anthMessage{ID: e.r.id.anthropicMsg, Type: "message", Role: "assistant",
-			Model: e.r.model, Content: []any{}, StopSequence: null, Usage: e.usage(1)}})
-	case stepToolStart:
-		return e.openBlock(dst, stepTool)
-	case stepReasoning, stepTool, stepText:
-		if e.open != st.kind {
-			dst = e.openBlock(dst, st.kind)
+		}{"message_start", anthMessage{ID: e.r.ID.Msg01, Type: "message", Role: "assistant",
+			Model: e.r.Model, Content: []any{}, StopSequence: sim.Null, Usage: e.usage(1)}})
+	case sim.StepToolStart:
+		return e.openBlock(dst, sim.StepTool)
+	case sim.StepReasoning, sim.StepTool, sim.StepText:
+		if e.open != st.Kind {
+			dst = e.openBlock(dst, st.Kind)
 		}
-		switch st.kind {
-		case stepReasoning:
+		switch st.Kind {
+		case sim.StepReasoning:
 			dst = e.delta(dst, struct {
 				Type     string `json:"type"`
 				Thinking string `json:"thinking"`
-			}{"thinking_delta", st.text})
-		case stepTool:
+			}{"thinking_delta", st.Text})
+		case sim.StepTool:
 			dst = e.delta(dst, struct {
 				Type        string `json:"type"`
 				PartialJSON string `json:"partial_json"`
-			}{"input_json_delta", st.text})
+			}{"input_json_delta", st.Text})
 		default:
-			if e.text.pre == nil || e.textAt != e.index {
-				e.text, e.textAt = makeTemplate(e.deltaEvent(anthTextDelta{"text_delta", hole})), e.index
+			if e.text.Empty() || e.textAt != e.index {
+				e.text, e.textAt = sim.MakeTemplate(e.deltaEvent(anthTextDelta{"text_delta", sim.Hole})), e.index
 			}
-			dst = e.text.appendEvent(dst, "content_block_delta", st.text)
+			dst = e.text.AppendEvent(dst, "content_block_delta", st.Text)
 		}
-		if st.last {
+		if st.Last {
 			dst = e.closeBlock(dst)
 		}
 		return dst
-	case stepHeartbeat:
+	case sim.StepHeartbeat:
 		return e.ping(dst)
-	case stepFinish:
+	case sim.StepFinish:
 		dst = e.closeBlock(dst)
-		dst = appendTyped(dst, "message_delta", struct {
+		dst = sim.AppendTyped(dst, "message_delta", struct {
 			Type  string `json:"type"`
 			Delta struct {
 				StopReason   string          `json:"stop_reason"`
@@ -206,21 +208,21 @@ func (e *anthEncoder) frame(dst []byte, st step) []byte {
 		}{Type: "message_delta", Delta: struct {
 			StopReason   string          `json:"stop_reason"`
 			StopSequence json.RawMessage `json:"stop_sequence"`
-		}{e.stopReason(), null}, Usage: e.usage(e.r.c.outputTokens())})
-		return appendTyped(dst, "message_stop", struct {
+		}{e.stopReason(), sim.Null}, Usage: e.usage(e.r.OutputTokens())})
+		return sim.AppendTyped(dst, "message_stop", struct {
 			Type string `json:"type"`
 		}{"message_stop"})
-	case stepError:
-		return sse.AppendEvent(dst, "error", errorBody(familyAnthropic, errorf(529, "Overloaded (simulated fault error_event_after)")))
+	case sim.StepError:
+		return sse.AppendEvent(dst, "error", errorBody(protocol.ErrorResponse{Status: 529, Message: "Overloaded (simulated fault error_event_after)"}))
 	}
 	return dst
 }
 
-func (e *anthEncoder) body() []byte {
-	m := anthMessage{ID: e.r.id.anthropicMsg, Type: "message", Role: "assistant", Model: e.r.model,
-		Content: []any{}, StopReason: ptr(e.stopReason()), StopSequence: null, Usage: e.usage(e.r.c.outputTokens())}
-	for _, k := range e.r.order {
+func (e *anthEncoder) Body() []byte {
+	m := anthMessage{ID: e.r.ID.Msg01, Type: "message", Role: "assistant", Model: e.r.Model,
+		Content: []any{}, StopReason: sim.Ptr(e.stopReason()), StopSequence: sim.Null, Usage: e.usage(e.r.OutputTokens())}
+	for _, k := range e.r.Order {
 		m.Content = append(m.Content, e.block(k, true))
 	}
-	return marshal(m)
+	return sim.Marshal(m)
 }

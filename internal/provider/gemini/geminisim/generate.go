@@ -1,7 +1,10 @@
-package sim
+package geminisim
 
 import (
 	"encoding/json"
+
+	"github.com/ttfx/ttfx/internal/protocol"
+	"github.com/ttfx/ttfx/internal/sim"
 )
 
 // Gemini (POST /v1beta/models/{model}:streamGenerateContent?alt=sse and
@@ -17,7 +20,7 @@ import (
 // first_event_ms (an empty part is metadata by SPEC.md §2).
 
 type geminiEncoder struct {
-	r                         *response
+	r                         *sim.Response
 	visible, reasoning, tools int // tokens sent so far
 }
 
@@ -60,69 +63,69 @@ func (e *geminiEncoder) chunk(parts []geminiPart, finish string, u geminiUsage) 
 	c := geminiCandidate{FinishReason: finish}
 	c.Content.Parts, c.Content.Role = parts, "model"
 	return geminiResponse{Candidates: []geminiCandidate{c}, UsageMetadata: u,
-		ModelVersion: e.r.model, ResponseID: e.r.id.geminiResponse}
+		ModelVersion: e.r.Model, ResponseID: e.r.ID.Short}
 }
 
 func (e *geminiEncoder) usage(visible, reasoning, tools int) geminiUsage {
 	cand := visible + tools
-	return geminiUsage{PromptTokenCount: e.r.input, CandidatesTokenCount: cand,
-		TotalTokenCount: e.r.input + cand + reasoning, ThoughtsTokenCount: reasoning}
+	return geminiUsage{PromptTokenCount: e.r.Input, CandidatesTokenCount: cand,
+		TotalTokenCount: e.r.Input + cand + reasoning, ThoughtsTokenCount: reasoning}
 }
 
 func (e *geminiEncoder) running() geminiUsage { return e.usage(e.visible, e.reasoning, e.tools) }
 
 func (e *geminiEncoder) final() geminiUsage {
-	return e.usage(e.r.c.visibleTokens, e.r.c.reasoningTokens, e.r.c.toolTokens)
+	return e.usage(e.r.VisibleTokens, e.r.ReasoningTokens, e.r.ToolTokens)
 }
 
 func (e *geminiEncoder) call() *geminiCall {
-	return &geminiCall{Name: e.r.c.toolName, Args: json.RawMessage(e.r.c.toolArgs)}
+	return &geminiCall{Name: e.r.ToolName, Args: json.RawMessage(e.r.ToolArgs)}
 }
 
-func (e *geminiEncoder) frame(dst []byte, st step) []byte {
-	switch st.kind {
-	case stepStart:
-		return appendCRLF(dst, e.chunk([]geminiPart{{Text: ptr("")}}, "", e.running()))
-	case stepReasoning:
-		e.reasoning += st.tokens
-		return appendCRLF(dst, e.chunk([]geminiPart{{Text: ptr(st.text), Thought: true}}, "", e.running()))
-	case stepToolStart:
+func (e *geminiEncoder) Frame(dst []byte, st sim.Step) []byte {
+	switch st.Kind {
+	case sim.StepStart:
+		return sim.AppendCRLF(dst, e.chunk([]geminiPart{{Text: sim.Ptr("")}}, "", e.running()))
+	case sim.StepReasoning:
+		e.reasoning += st.Tokens
+		return sim.AppendCRLF(dst, e.chunk([]geminiPart{{Text: sim.Ptr(st.Text), Thought: true}}, "", e.running()))
+	case sim.StepToolStart:
 		// Gemini sends a function call whole, in one part.
-		e.tools = e.r.c.toolTokens
-		return appendCRLF(dst, e.chunk([]geminiPart{{FunctionCall: e.call()}}, "", e.running()))
-	case stepText:
-		e.visible += st.tokens
-		return appendCRLF(dst, e.chunk([]geminiPart{{Text: ptr(st.text)}}, "", e.running()))
-	case stepHeartbeat:
+		e.tools = e.r.ToolTokens
+		return sim.AppendCRLF(dst, e.chunk([]geminiPart{{FunctionCall: e.call()}}, "", e.running()))
+	case sim.StepText:
+		e.visible += st.Tokens
+		return sim.AppendCRLF(dst, e.chunk([]geminiPart{{Text: sim.Ptr(st.Text)}}, "", e.running()))
+	case sim.StepHeartbeat:
 		// Gemini sends no keep-alive, and its SDKs reject anything that
 		// is not a data line (google.golang.org/genai: "invalid stream
 		// chunk: : ping").
 		return dst
-	case stepFinish:
+	case sim.StepFinish:
 		// Hidden reasoning is counted now: it was never streamed.
-		return appendCRLF(dst, e.chunk([]geminiPart{{Text: ptr("")}}, "STOP", e.final()))
-	case stepError:
+		return sim.AppendCRLF(dst, e.chunk([]geminiPart{{Text: sim.Ptr("")}}, "STOP", e.final()))
+	case sim.StepError:
 		dst = append(dst, "data: "...)
-		dst = append(dst, errorBody(familyGemini, errorf(503, "The model is overloaded. Please try again later. (simulated fault error_event_after)"))...)
+		dst = append(dst, errorBody(protocol.ErrorResponse{Status: 503, Message: "The model is overloaded. Please try again later. (simulated fault error_event_after)"})...)
 		return append(dst, "\r\n\r\n"...)
 	}
 	return dst
 }
 
-func (e *geminiEncoder) body() []byte {
+func (e *geminiEncoder) Body() []byte {
 	var parts []geminiPart
-	for _, k := range e.r.order {
+	for _, k := range e.r.Order {
 		switch k {
-		case stepReasoning:
-			parts = append(parts, geminiPart{Text: ptr(e.r.c.reasoningText), Thought: true})
-		case stepTool:
+		case sim.StepReasoning:
+			parts = append(parts, geminiPart{Text: sim.Ptr(e.r.ReasoningText), Thought: true})
+		case sim.StepTool:
 			parts = append(parts, geminiPart{FunctionCall: e.call()})
-		case stepText:
-			parts = append(parts, geminiPart{Text: ptr(e.r.c.visibleText)})
+		case sim.StepText:
+			parts = append(parts, geminiPart{Text: sim.Ptr(e.r.VisibleText)})
 		}
 	}
 	if len(parts) == 0 {
-		parts = []geminiPart{{Text: ptr("")}}
+		parts = []geminiPart{{Text: sim.Ptr("")}}
 	}
-	return marshal(e.chunk(parts, "STOP", e.final()))
+	return sim.Marshal(e.chunk(parts, "STOP", e.final()))
 }
