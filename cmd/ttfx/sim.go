@@ -16,7 +16,7 @@ import (
 )
 
 func init() {
-	register(command{name: "sim", summary: "run the simulated provider (all four APIs, timing profiles, faults, replay)", run: runSim})
+	register(command{name: "sim", summary: "run the simulated provider (every registered API and provider kind, timing profiles, faults, replay)", run: runSim})
 }
 
 // simShutdownGrace is how long open streams may run on after SIGINT or
@@ -31,13 +31,12 @@ func runSim(ctx context.Context, args []string) error {
 	def := fs.String("default", "", "profile that serves models matching no profile (default: 404)")
 	key := fs.String("key-env", "", "name of an environment variable holding an API key that requests must present")
 	verbose := fs.Bool("v", false, "log every request to stderr")
-	const usage = `usage: ttfx sim [--listen ADDR] [--profiles FILE] [--replay FILE.sse] [--default NAME] [--key-env VAR] [-v]
+	usage := `usage: ttfx sim [--listen ADDR] [--profiles FILE] [--replay FILE.sse] [--default NAME] [--key-env VAR] [-v]
 
-Serves OpenAI (/v1/chat/completions, /v1/completions, /v1/responses,
-/v1/embeddings, /v1/models), Anthropic (/v1/messages) and Gemini
-(/v1beta/models/{model}:generateContent, :streamGenerateContent?alt=sse)
-with the timing of the profile the request's model names.
+Serves every client-facing API and provider kind whose simulator side is
+registered, with the timing of the profile the request's model names:
 
+` + simServed() + `
 A replay file may carry its timing in comment lines ": t=MS" (the next
 event is sent MS ms after receipt) and ": headers=MS"; without them events
 go out 10 ms apart.
@@ -118,4 +117,17 @@ go out 10 ms apart.
 		return fmt.Errorf("serve: %w", err)
 	}
 	return nil
+}
+
+// simServed lists the simulator's registered APIs and kinds with their
+// paths, one line each.
+func simServed() string {
+	var b strings.Builder
+	for _, sv := range sim.ServedPaths() {
+		fmt.Fprintf(&b, "  %s\n", sv.Name)
+		for _, p := range sv.Paths {
+			fmt.Fprintf(&b, "      %s\n", p)
+		}
+	}
+	return b.String()
 }

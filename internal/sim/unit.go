@@ -7,8 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
+	"strings"
 	"time"
+
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
 // Unit is the simulator's side of one client-facing API (a wire.API of
@@ -458,3 +462,49 @@ func (t Template) Empty() bool { return t.t.pre == nil }
 func (t Template) AppendEvent(dst []byte, typ, s string) []byte { return t.t.appendEvent(dst, typ, s) }
 
 func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+// Served is what one registered unit or kind serves, for help texts.
+type Served struct {
+	Name  string   // the API's name, or "kind " and the kind's name
+	Paths []string // its paths, as the mux takes them
+}
+
+// ServedPaths lists the paths the simulator serves for each registered
+// API (its wire endpoints and model paths) and each kind (its routes and
+// endpoints), APIs first, by name.
+func ServedPaths() []Served {
+	var out []Served
+	for _, name := range Units() {
+		u := units[name]
+		var paths []string
+		if a := wire.LookupAPI(string(name)); a != nil {
+			for _, ep := range a.Endpoints {
+				if !ep.SharedPath {
+					_, p, _ := strings.Cut(ep.Pattern, " ")
+					paths = append(paths, p)
+				}
+			}
+		}
+		paths = append(paths, u.ModelPaths...)
+		if len(paths) > 0 {
+			var uniq []string
+			for _, p := range paths {
+				if !slices.Contains(uniq, p) {
+					uniq = append(uniq, p)
+				}
+			}
+			out = append(out, Served{string(name), uniq})
+		}
+	}
+	for _, k := range kinds {
+		var paths []string
+		for _, rt := range k.Routes {
+			paths = append(paths, rt.Path)
+		}
+		for _, ep := range k.Endpoints {
+			paths = append(paths, ep.Path)
+		}
+		out = append(out, Served{"kind " + k.Name, paths})
+	}
+	return out
+}
