@@ -66,6 +66,13 @@ type Options struct {
 	AWSCredentials map[string]string
 }
 
+// The AWS credentials the simulator accepts when Options.AWSCredentials
+// is empty, so that an AWS SDK can be pointed at `ttfx sim` as it is.
+const (
+	DefaultAWSAccessKeyID     = "AKIASIMULATOR0000000"
+	DefaultAWSSecretAccessKey = "ttfx-simulator-secret-access-key"
+)
+
 // Info describes one finished request, for tests that check what the
 // upstream saw (for example that a cancelled client cancelled the
 // simulator's request promptly).

@@ -11,6 +11,7 @@ import (
 	_ "github.com/ttfx/ttfx/internal/provider/azure"
 	_ "github.com/ttfx/ttfx/internal/provider/azure/azuresim"
 	_ "github.com/ttfx/ttfx/internal/provider/bedrock"
+	_ "github.com/ttfx/ttfx/internal/provider/bedrock/bedrocksim"
 	_ "github.com/ttfx/ttfx/internal/provider/gemini"
 	_ "github.com/ttfx/ttfx/internal/provider/gemini/geminisim"
 	_ "github.com/ttfx/ttfx/internal/provider/openai"

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	_ "github.com/ttfx/ttfx/internal/provider/bedrock/bedrocksim" // the simulator's Bedrock side
 	"github.com/ttfx/ttfx/internal/sim"
 )
 

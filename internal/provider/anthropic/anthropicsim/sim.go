@@ -37,7 +37,7 @@ func init() {
 			}
 			return []string{"system", "messages"}, nil
 		},
-		NewEncoder:  func(r *sim.Response) sim.Encoder { return newAnthEncoder(r) },
+		NewEncoder:  NewEncoder,
 		RateHeaders: rateHeaders,
 		Missing:     func(name string) string { return name + ": Field required" },
 		// Anthropic lists models at OpenAI's GET /v1/models; its SDKs'
@@ -85,3 +85,7 @@ func rateHeaders(h http.Header, rs sim.RateState) {
 	}
 	sim.RetryAfterMs(h, rs)
 }
+
+// NewEncoder returns the writer of one Messages response, for a kind whose
+// framing carries Messages events.
+func NewEncoder(r *sim.Response) sim.Encoder { return newAnthEncoder(r) }

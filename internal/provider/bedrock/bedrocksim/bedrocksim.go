@@ -1,4 +1,27 @@
-package sim
+// Package bedrocksim is the simulator's side of the bedrock provider kind,
+// Amazon Bedrock's runtime API:
+//
+//   - POST /model/{modelId}/converse-stream and /converse: the Converse
+//     API, streamed as AWS event-stream messages (messageStart,
+//     contentBlockStart of a tool call, contentBlockDelta of text,
+//     reasoningContent and toolUse input, contentBlockStop, messageStop,
+//     metadata with usage and metrics.latencyMs);
+//   - POST /model/{modelId}/invoke-with-response-stream and /invoke: an
+//     Anthropic Messages body (anthropic_version "bedrock-2023-05-31", no
+//     model: it is in the URL), answered with Anthropic's events, each the
+//     base64 "bytes" of one `chunk` event-stream message, the last with
+//     Bedrock's amazon-bedrock-invocationMetrics.
+//
+// Requests authenticate with a Bedrock API key (Authorization: Bearer;
+// checked against sim.Options.APIKey when set) or with AWS Signature Version 4,
+// verified as AWS verifies it against sim.Options.AWSCredentials: an unknown
+// access key gets 403 UnrecognizedClientException, a signature that does
+// not verify 403 InvalidSignatureException, a request without either 403
+// MissingAuthenticationTokenException. Errors are Bedrock's: a JSON
+// {"message"} with the exception in x-amzn-ErrorType (a 429 is a
+// ThrottlingException); the error_event fault is an in-stream
+// throttlingException, Bedrock's word for a model out of capacity.
+package bedrocksim
 
 import (
 	"bytes"
@@ -14,65 +37,40 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ttfx/ttfx/internal/provider/anthropic/anthropicsim"
 	"github.com/ttfx/ttfx/internal/provider/bedrock/eventstream"
+	"github.com/ttfx/ttfx/internal/sim"
 	"github.com/ttfx/ttfx/internal/sse"
 )
 
-// The simulator's side of Amazon Bedrock's runtime API:
-//
-//   - POST /model/{modelId}/converse-stream and /converse: the Converse
-//     API, streamed as AWS event-stream messages (messageStart,
-//     contentBlockStart of a tool call, contentBlockDelta of text,
-//     reasoningContent and toolUse input, contentBlockStop, messageStop,
-//     metadata with usage and metrics.latencyMs);
-//   - POST /model/{modelId}/invoke-with-response-stream and /invoke: an
-//     Anthropic Messages body (anthropic_version "bedrock-2023-05-31", no
-//     model: it is in the URL), answered with Anthropic's events, each the
-//     base64 "bytes" of one `chunk` event-stream message, the last with
-//     Bedrock's amazon-bedrock-invocationMetrics.
-//
-// Requests authenticate with a Bedrock API key (Authorization: Bearer;
-// checked against Options.APIKey when set) or with AWS Signature Version 4,
-// verified as AWS verifies it against Options.AWSCredentials: an unknown
-// access key gets 403 UnrecognizedClientException, a signature that does
-// not verify 403 InvalidSignatureException, a request without either 403
-// MissingAuthenticationTokenException. Errors are Bedrock's: a JSON
-// {"message"} with the exception in x-amzn-ErrorType (a 429 is a
-// ThrottlingException); the error_event fault is an in-stream
-// throttlingException, Bedrock's word for a model out of capacity.
-
 // The Bedrock APIs the simulator serves.
 const (
-	APIConverse      API = "bedrock.converse" // POST /model/{id}/converse-stream, /converse
-	APIBedrockInvoke API = "bedrock.invoke"   // POST /model/{id}/invoke-with-response-stream, /invoke (Anthropic bodies)
+	Converse sim.API = "bedrock.converse" // POST /model/{id}/converse-stream, /converse
+	Invoke   sim.API = "bedrock.invoke"   // POST /model/{id}/invoke-with-response-stream, /invoke (Anthropic bodies)
 )
 
+// Kind is the name of the provider kind.
+const Kind = "bedrock"
+
 func init() {
-	Register(&Unit{API: APIConverse, Read: readConverse, WriteError: writeBedrockError,
-		NewEncoder: func(r *Response) Encoder { return newConverseEncoder(r) }})
-	Register(&Unit{API: APIBedrockInvoke, Read: readInvoke, WriteError: writeBedrockError,
-		NewEncoder: func(r *Response) Encoder { return newInvokeEncoder(r) }})
-	route := func(path string, api API, stream bool) Route {
-		return Route{Path: path, API: api, Model: "model", Target: true, Stream: stream, Accept: bedrockAccept, Record: true}
+	sim.Register(&sim.Unit{API: Converse, Read: readConverse, WriteError: writeBedrockError,
+		NewEncoder: func(r *sim.Response) sim.Encoder { return newConverseEncoder(r) }})
+	sim.Register(&sim.Unit{API: Invoke, Read: readInvoke, WriteError: writeBedrockError,
+		NewEncoder: func(r *sim.Response) sim.Encoder { return newInvokeEncoder(r) }})
+	route := func(path string, api sim.API, stream bool) sim.Route {
+		return sim.Route{Path: path, API: api, Model: "model", Target: true, Stream: stream, Accept: bedrockAccept, Record: true}
 	}
-	RegisterKind(&Kind{Name: "bedrock", Routes: []Route{
-		route("/model/{model}/converse-stream", APIConverse, true),
-		route("/model/{model}/converse", APIConverse, false),
-		route("/model/{model}/invoke-with-response-stream", APIBedrockInvoke, true),
-		route("/model/{model}/invoke", APIBedrockInvoke, false),
+	sim.RegisterKind(&sim.Kind{Name: Kind, Routes: []sim.Route{
+		route("/model/{model}/converse-stream", Converse, true),
+		route("/model/{model}/converse", Converse, false),
+		route("/model/{model}/invoke-with-response-stream", Invoke, true),
+		route("/model/{model}/invoke", Invoke, false),
 	}})
 }
 
-// The AWS credentials the simulator accepts when Options.AWSCredentials
-// is empty, so that an AWS SDK can be pointed at `ttfx sim` as it is.
-const (
-	DefaultAWSAccessKeyID     = "AKIASIMULATOR0000000"
-	DefaultAWSSecretAccessKey = "ttfx-simulator-secret-access-key"
-)
-
-// BedrockAnthropicVersion is the anthropic_version Bedrock requires of an
+// AnthropicVersion is the anthropic_version Bedrock requires of an
 // Anthropic body.
-const BedrockAnthropicVersion = "bedrock-2023-05-31"
+const AnthropicVersion = "bedrock-2023-05-31"
 
 // bedrockContentType is the media type of Bedrock's streams.
 const bedrockContentType = "application/vnd.amazon.eventstream"
@@ -83,7 +81,7 @@ const sigV4MaxSkew = 15 * time.Minute
 // bedrockAccept checks a request's bearer key or SigV4 signature, as AWS
 // does, before the simulation; a request of another method than POST is
 // refused by the simulation (405).
-func bedrockAccept(c *Call) *Error {
+func bedrockAccept(c *sim.Call) *sim.Error {
 	if c.R.Method != http.MethodPost {
 		return nil
 	}
@@ -96,20 +94,20 @@ func bedrockAccept(c *Call) *Error {
 	case strings.HasPrefix(authz, "Bearer "):
 		key := strings.TrimPrefix(authz, "Bearer ")
 		if want := c.Options().APIKey; want != "" && subtle.ConstantTimeCompare([]byte(key), []byte(want)) != 1 {
-			return CodedError(http.StatusForbidden, "UnrecognizedClientException", "The security token included in the request is invalid.")
+			return sim.CodedError(http.StatusForbidden, "UnrecognizedClientException", "The security token included in the request is invalid.")
 		}
 		return nil
 	case strings.HasPrefix(authz, "AWS4-HMAC-SHA256 "):
 		return verifySigV4(c, authz, body)
 	}
-	return CodedError(http.StatusForbidden, "MissingAuthenticationTokenException", "Missing Authentication Token")
+	return sim.CodedError(http.StatusForbidden, "MissingAuthenticationTokenException", "Missing Authentication Token")
 }
 
 // verifySigV4 verifies an AWS Signature Version 4 Authorization header:
 // it rebuilds the canonical request from the signed headers, the path
 // (escaped again, as for every service but S3), the query and the payload
 // hash, and compares the signature derived from the access key's secret.
-func verifySigV4(c *Call, authz string, body []byte) *Error {
+func verifySigV4(c *sim.Call, authz string, body []byte) *sim.Error {
 	r := c.R
 	var cred, signed, sig string
 	for _, part := range strings.Split(strings.TrimPrefix(authz, "AWS4-HMAC-SHA256 "), ",") {
@@ -125,26 +123,26 @@ func verifySigV4(c *Call, authz string, body []byte) *Error {
 	}
 	scope := strings.Split(cred, "/")
 	if len(scope) != 5 || scope[4] != "aws4_request" || signed == "" || sig == "" {
-		return CodedError(http.StatusBadRequest, "IncompleteSignatureException", "Authorization header requires 'Credential', 'Signature' and 'SignedHeaders' parameters.")
+		return sim.CodedError(http.StatusBadRequest, "IncompleteSignatureException", "Authorization header requires 'Credential', 'Signature' and 'SignedHeaders' parameters.")
 	}
 	secret, ok := awsSecret(c.Options().AWSCredentials, scope[0])
 	if !ok {
-		return CodedError(http.StatusForbidden, "UnrecognizedClientException", "The security token included in the request is invalid.")
+		return sim.CodedError(http.StatusForbidden, "UnrecognizedClientException", "The security token included in the request is invalid.")
 	}
 	amzDate := r.Header.Get("X-Amz-Date")
 	at, err := time.Parse("20060102T150405Z", amzDate)
 	if err != nil || !strings.HasPrefix(amzDate, scope[1]) {
-		return CodedError(http.StatusBadRequest, "IncompleteSignatureException", "Date must be in ISO-8601 'basic format'.")
+		return sim.CodedError(http.StatusBadRequest, "IncompleteSignatureException", "Date must be in ISO-8601 'basic format'.")
 	}
 	if d := c.Now().Sub(at); d > sigV4MaxSkew || d < -sigV4MaxSkew {
-		return CodedError(http.StatusForbidden, "InvalidSignatureException", fmt.Sprintf("Signature expired: %s is now earlier than %s.", amzDate, c.Now().UTC().Add(-sigV4MaxSkew).Format("20060102T150405Z")))
+		return sim.CodedError(http.StatusForbidden, "InvalidSignatureException", fmt.Sprintf("Signature expired: %s is now earlier than %s.", amzDate, c.Now().UTC().Add(-sigV4MaxSkew).Format("20060102T150405Z")))
 	}
 	payloadHash := r.Header.Get("X-Amz-Content-Sha256")
 	if payloadHash == "" {
 		h := sha256.Sum256(body)
 		payloadHash = hex.EncodeToString(h[:])
 	} else if h := sha256.Sum256(body); payloadHash != "UNSIGNED-PAYLOAD" && payloadHash != hex.EncodeToString(h[:]) {
-		return CodedError(http.StatusBadRequest, "XAmzContentSHA256Mismatch", "The provided 'x-amz-content-sha256' header does not match what was computed.")
+		return sim.CodedError(http.StatusBadRequest, "XAmzContentSHA256Mismatch", "The provided 'x-amz-content-sha256' header does not match what was computed.")
 	}
 	canonical := CanonicalRequest(r, signed, payloadHash)
 	ch := sha256.Sum256([]byte(canonical))
@@ -155,14 +153,14 @@ func verifySigV4(c *Call, authz string, body []byte) *Error {
 	}
 	want := hex.EncodeToString(hmacSHA256(key, toSign))
 	if subtle.ConstantTimeCompare([]byte(want), []byte(sig)) != 1 {
-		return CodedError(http.StatusForbidden, "InvalidSignatureException", "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.")
+		return sim.CodedError(http.StatusForbidden, "InvalidSignatureException", "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.")
 	}
 	return nil
 }
 
 func awsSecret(creds map[string]string, id string) (string, bool) {
 	if len(creds) == 0 {
-		return DefaultAWSSecretAccessKey, id == DefaultAWSAccessKeyID
+		return sim.DefaultAWSSecretAccessKey, id == sim.DefaultAWSAccessKeyID
 	}
 	sec, ok := creds[id]
 	return sec, ok
@@ -245,7 +243,7 @@ func awsEscape(s string, slash bool) string {
 
 // writeBedrockError writes e in Bedrock's shape: {"message"} and the
 // exception in x-amzn-ErrorType.
-func writeBedrockError(w http.ResponseWriter, e *Error) {
+func writeBedrockError(w http.ResponseWriter, e *sim.Error) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	typ := e.Code()
@@ -257,7 +255,7 @@ func writeBedrockError(w http.ResponseWriter, e *Error) {
 		h.Set("Retry-After", "1")
 	}
 	w.WriteHeader(e.Status())
-	w.Write(Marshal(struct {
+	w.Write(sim.Marshal(struct {
 		Message string `json:"message"`
 	}{e.Message()}))
 }
@@ -283,22 +281,22 @@ func bedrockException(status int) string {
 	return "InternalServerException"
 }
 
-// bedrockInvokeEncoder is the API whose events InvokeModel streams
+// bedrockInvokeEncoder is the sim.API whose events InvokeModel streams
 // carry (step 1 of the move to the unit; the unit names it).
-const bedrockInvokeEncoder API = "anthropic"
+const bedrockInvokeEncoder sim.API = "anthropic"
 
 // bedrockThrottled is the message of Bedrock's throttling, HTTP and in-stream.
 const bedrockThrottled = "Too many tokens, please wait before trying again."
 
-// converseEncoder writes the Converse API. Text and reasoning blocks have
+// converseEncoder writes the Converse sim.API. Text and reasoning blocks have
 // no contentBlockStart (Bedrock sends one only for a toolUse block).
 type converseEncoder struct {
-	r     *Response
+	r     *sim.Response
 	index int // the open block's index; -1 before the first
-	open  StepKind
+	open  sim.StepKind
 }
 
-func newConverseEncoder(r *Response) *converseEncoder { return &converseEncoder{r: r, index: -1} }
+func newConverseEncoder(r *sim.Response) *converseEncoder { return &converseEncoder{r: r, index: -1} }
 
 func (e *converseEncoder) ContentType() string { return bedrockContentType }
 
@@ -320,22 +318,22 @@ func (e *converseEncoder) closeBlock(dst []byte) []byte {
 	if e.open == 0 {
 		return dst
 	}
-	if e.open == StepReasoning {
-		dst = eventstream.AppendEvent(dst, "contentBlockDelta", Marshal(cvDelta{e.index, map[string]any{"reasoningContent": map[string]string{"signature": e.r.ID.Signature}}}))
+	if e.open == sim.StepReasoning {
+		dst = eventstream.AppendEvent(dst, "contentBlockDelta", sim.Marshal(cvDelta{e.index, map[string]any{"reasoningContent": map[string]string{"signature": e.r.ID.Signature}}}))
 	}
-	dst = eventstream.AppendEvent(dst, "contentBlockStop", Marshal(struct {
+	dst = eventstream.AppendEvent(dst, "contentBlockStop", sim.Marshal(struct {
 		Index int `json:"contentBlockIndex"`
 	}{e.index}))
 	e.open = 0
 	return dst
 }
 
-func (e *converseEncoder) openBlock(dst []byte, kind StepKind) []byte {
+func (e *converseEncoder) openBlock(dst []byte, kind sim.StepKind) []byte {
 	dst = e.closeBlock(dst)
 	e.index++
 	e.open = kind
-	if kind == StepTool {
-		dst = eventstream.AppendEvent(dst, "contentBlockStart", Marshal(struct {
+	if kind == sim.StepTool {
+		dst = eventstream.AppendEvent(dst, "contentBlockStart", sim.Marshal(struct {
 			Index int `json:"contentBlockIndex"`
 			Start any `json:"start"`
 		}{e.index, map[string]any{"toolUse": map[string]string{"toolUseId": e.r.ID.ToolUse, "name": e.r.ToolName}}}))
@@ -343,38 +341,38 @@ func (e *converseEncoder) openBlock(dst []byte, kind StepKind) []byte {
 	return dst
 }
 
-func (e *converseEncoder) Frame(dst []byte, st Step) []byte {
+func (e *converseEncoder) Frame(dst []byte, st sim.Step) []byte {
 	switch st.Kind {
-	case StepStart:
+	case sim.StepStart:
 		return eventstream.AppendEvent(dst, "messageStart", []byte(`{"role":"assistant"}`))
-	case StepToolStart:
-		return e.openBlock(dst, StepTool)
-	case StepReasoning, StepTool, StepText:
+	case sim.StepToolStart:
+		return e.openBlock(dst, sim.StepTool)
+	case sim.StepReasoning, sim.StepTool, sim.StepText:
 		if e.open != st.Kind {
 			dst = e.openBlock(dst, st.Kind)
 		}
 		var d any
 		switch st.Kind {
-		case StepReasoning:
+		case sim.StepReasoning:
 			d = map[string]any{"reasoningContent": map[string]string{"text": st.Text}}
-		case StepTool:
+		case sim.StepTool:
 			d = map[string]any{"toolUse": map[string]string{"input": st.Text}}
 		default:
 			d = map[string]string{"text": st.Text}
 		}
-		dst = eventstream.AppendEvent(dst, "contentBlockDelta", Marshal(cvDelta{e.index, d}))
+		dst = eventstream.AppendEvent(dst, "contentBlockDelta", sim.Marshal(cvDelta{e.index, d}))
 		if st.Last {
 			dst = e.closeBlock(dst)
 		}
 		return dst
-	case StepFinish:
+	case sim.StepFinish:
 		dst = e.closeBlock(dst)
-		dst = eventstream.AppendEvent(dst, "messageStop", Marshal(struct {
+		dst = eventstream.AppendEvent(dst, "messageStop", sim.Marshal(struct {
 			StopReason string `json:"stopReason"`
 		}{e.stopReason()}))
-		return eventstream.AppendEvent(dst, "metadata", Marshal(e.metadata(st.At)))
-	case StepError:
-		return eventstream.AppendException(dst, "throttlingException", Marshal(struct {
+		return eventstream.AppendEvent(dst, "metadata", sim.Marshal(e.metadata(st.At)))
+	case sim.StepError:
+		return eventstream.AppendException(dst, "throttlingException", sim.Marshal(struct {
 			Message string `json:"message"`
 		}{bedrockThrottled}))
 	}
@@ -405,10 +403,10 @@ func (e *converseEncoder) Body() []byte {
 	var content []any
 	for _, k := range e.r.Order {
 		switch k {
-		case StepReasoning:
+		case sim.StepReasoning:
 			content = append(content, map[string]any{"reasoningContent": map[string]any{
 				"reasoningText": map[string]string{"text": e.r.ReasoningText, "signature": e.r.ID.Signature}}})
-		case StepTool:
+		case sim.StepTool:
 			content = append(content, map[string]any{"toolUse": map[string]any{
 				"toolUseId": e.r.ID.ToolUse, "name": e.r.ToolName, "input": json.RawMessage(e.r.ToolArgs)}})
 		default:
@@ -416,7 +414,7 @@ func (e *converseEncoder) Body() []byte {
 		}
 	}
 	md := e.metadata(e.r.End)
-	return Marshal(struct {
+	return sim.Marshal(struct {
 		Output struct {
 			Message struct {
 				Role    string `json:"role"`
@@ -441,27 +439,27 @@ func (e *converseEncoder) Body() []byte {
 // model: each event of the Messages stream becomes the base64 "bytes" of
 // one chunk message; message_stop carries Bedrock's invocation metrics.
 type invokeEncoder struct {
-	anth Encoder
-	r    *Response
+	anth sim.Encoder
+	r    *sim.Response
 	rd   *sse.Reader
 	src  bytes.Reader
 	sse  []byte
 }
 
-func newInvokeEncoder(r *Response) *invokeEncoder {
-	return &invokeEncoder{anth: units[bedrockInvokeEncoder].NewEncoder(r), r: r}
+func newInvokeEncoder(r *sim.Response) *invokeEncoder {
+	return &invokeEncoder{anth: anthropicsim.NewEncoder(r), r: r}
 }
 
 func (e *invokeEncoder) ContentType() string { return bedrockContentType }
 
 func (e *invokeEncoder) Events(b []byte) int { return countFrames(b) }
 
-func (e *invokeEncoder) Frame(dst []byte, st Step) []byte {
-	if st.Kind == StepHeartbeat {
+func (e *invokeEncoder) Frame(dst []byte, st sim.Step) []byte {
+	if st.Kind == sim.StepHeartbeat {
 		return dst // Bedrock does not relay Anthropic's pings
 	}
-	if st.Kind == StepError {
-		return eventstream.AppendException(dst, "throttlingException", Marshal(struct {
+	if st.Kind == sim.StepError {
+		return eventstream.AppendException(dst, "throttlingException", sim.Marshal(struct {
 			Message string `json:"message"`
 		}{bedrockThrottled}))
 	}
@@ -483,7 +481,7 @@ func (e *invokeEncoder) Frame(dst []byte, st Step) []byte {
 		if string(p.Event.Type) == "message_stop" {
 			data = e.invocationMetrics(data, st.At)
 		}
-		chunk := Marshal(struct {
+		chunk := sim.Marshal(struct {
 			Bytes string `json:"bytes"`
 		}{base64.StdEncoding.EncodeToString(data)})
 		dst = eventstream.Append(dst, []eventstream.Header{
@@ -505,7 +503,7 @@ func (e *invokeEncoder) invocationMetrics(data []byte, at time.Duration) []byte 
 		"inputTokenCount": int64(e.r.Input), "outputTokenCount": int64(e.r.OutputTokens()),
 		"invocationLatency": at.Milliseconds(), "firstByteLatency": e.r.FirstByte.Milliseconds(),
 	}
-	return Marshal(m)
+	return sim.Marshal(m)
 }
 
 func (e *invokeEncoder) Body() []byte { return e.anth.Body() }
@@ -526,22 +524,22 @@ func countFrames(b []byte) int {
 
 // readConverse reads what the simulator needs of a Converse body; errors
 // are Bedrock's ValidationExceptions.
-func readConverse(b Body, req *Request) ([]string, *Error) {
+func readConverse(b sim.Body, req *sim.Request) ([]string, *sim.Error) {
 	if e := b.Array("messages", true); e != nil {
-		return nil, Errorf(http.StatusBadRequest, "1 validation error detected: Value at 'messages' failed to satisfy constraint: Member must not be null")
+		return nil, sim.Errorf(http.StatusBadRequest, "1 validation error detected: Value at 'messages' failed to satisfy constraint: Member must not be null")
 	}
 	return []string{"system", "messages"}, nil
 }
 
 // readInvoke reads an Anthropic body as Bedrock takes it: with its
 // anthropic_version, and without model or stream (the path says them).
-func readInvoke(b Body, req *Request) ([]string, *Error) {
-	malformed := func(what string) *Error {
-		return Errorf(http.StatusBadRequest, "Malformed input request: #: "+what+", please reformat your input and try again.")
+func readInvoke(b sim.Body, req *sim.Request) ([]string, *sim.Error) {
+	malformed := func(what string) *sim.Error {
+		return sim.Errorf(http.StatusBadRequest, "Malformed input request: #: "+what+", please reformat your input and try again.")
 	}
 	var v string
-	if raw, ok := b.Raw("anthropic_version"); !ok || json.Unmarshal(raw, &v) != nil || v != BedrockAnthropicVersion {
-		return nil, malformed("required key [anthropic_version] not found or not " + BedrockAnthropicVersion)
+	if raw, ok := b.Raw("anthropic_version"); !ok || json.Unmarshal(raw, &v) != nil || v != AnthropicVersion {
+		return nil, malformed("required key [anthropic_version] not found or not " + AnthropicVersion)
 	}
 	if b.Has("model") {
 		return nil, malformed("extraneous key [model] is not permitted")
