@@ -150,4 +150,12 @@ func TestToyProviderServed(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(body, `"access_token":"sim.`) {
 		t.Errorf("token endpoint: %d %s", resp.StatusCode, body)
 	}
+	// What `ttfx sim --help` lists names both.
+	served := map[string]string{}
+	for _, sv := range sim.ServedPaths() {
+		served[sv.Name] = strings.Join(sv.Paths, " ")
+	}
+	if served[toyAPI] != "/toy/v1/lines" || served["kind toycloud"] != "/toycloud/{region}/models/{model}/lines /toycloud/token" {
+		t.Errorf("ServedPaths: %q", served)
+	}
 }
