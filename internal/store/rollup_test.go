@@ -25,9 +25,14 @@ import (
 // of the time goes to compaction's round trips to the database (a
 // transaction per unit), which a loaded machine stretches (last stop, at a
 // load average of 22–50, the test took 21 of the package's 25 minutes).
+// 3,000 records over three days, not 6,000: beside stress-ng --cpu 4 it
+// still took 24 minutes, and the time is CPU (6 s of CPU in 32 s for one
+// SQLite distribution; on /dev/shm no faster), which grows with the
+// records. The checks hold at any count: each percentile against the
+// sketch's bound around the exact R-7 value of the same records.
 func TestRollupAccuracy(t *testing.T) {
 	const days = 3
-	n := 6000
+	n := 3000
 	if testing.Short() {
 		n = 1500
 	}
