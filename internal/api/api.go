@@ -49,12 +49,18 @@ type Options struct {
 	Resolve Resolver
 	Now     func() time.Time // anchors "since" and the default stats window; nil means time.Now
 	Log     *slog.Logger     // store failures; nil discards
+	// MaxAnswerValues bounds one /api/stats answer's groups × buckets ×
+	// fields; 0 means store.DefaultMaxAnswerValues.
+	MaxAnswerValues int
 	// Timeout is the deadline of one read, waiting for its turn included;
 	// 0 means DefaultReadTimeout.
 	Timeout time.Duration
 	// Concurrency is how many reads run at once; 0 means
 	// DefaultReadConcurrency().
 	Concurrency int
+	// ReadShare is the share of the machine's CPU time reads may take at
+	// full tilt; 0 means DefaultReadShare, 1 lets them run unrested.
+	ReadShare float64
 }
 
 // Handler serves the read API.
@@ -73,6 +79,9 @@ func New(opts Options) *Handler {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultReadTimeout
 	}
+	if opts.ReadShare <= 0 || opts.ReadShare > 1 {
+		opts.ReadShare = DefaultReadShare
+	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = DefaultReadConcurrency()
 	}
@@ -80,7 +89,7 @@ func New(opts Options) *Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{opts: opts, log: log, mux: http.NewServeMux(), budget: newReadBudget(opts.Concurrency)}
+	h := &Handler{opts: opts, log: log, mux: http.NewServeMux(), budget: newReadBudget(opts.Concurrency, opts.ReadShare, opts.Timeout/4)}
 	h.Register(h.mux)
 	return h
 }
@@ -316,8 +325,24 @@ type StatsResponse struct {
 	store.Stats
 }
 
+// statsWindow is the span a stats query covers (parseStats always sets
+// From; an open end is now).
+func statsWindow(f store.Filter, now time.Time) time.Duration {
+	end := f.To
+	if end.IsZero() {
+		end = now
+	}
+	return end.Sub(f.From)
+}
+
 func (h *Handler) stats(w http.ResponseWriter, r *http.Request, p auth.Principal) {
 	q, err := parseStats(r.URL.Query(), h.opts.Now())
+	if err == nil {
+		// Bounded before anything is read: the buckets alone × the
+		// fields (the groups are known only as the records are).
+		q.MaxValues = h.opts.MaxAnswerValues
+		err = store.CheckAnswerSize(&q, statsWindow(q.Filter, h.opts.Now()))
+	}
 	if err != nil {
 		h.badRequest(w, err)
 		return

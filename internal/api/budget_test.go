@@ -4,12 +4,14 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ttfx/ttfx/internal/store"
+	"github.com/ttfx/ttfx/internal/testenv"
 )
 
 // blockingStore holds every Stats call until its context ends (or, with
@@ -100,4 +102,55 @@ func TestReadBudget(t *testing.T) {
 	close(bs.hold)
 	wg.Wait()
 	<-bs.ended
+}
+
+// TestReadRest: a slot rests after each read in proportion to what the read
+// took (read_cpu_share), capped by maxRest, so that reads in a loop leave
+// the relay the rest of the cores (issue 50: four loops of rollup reads cut
+// relayed throughput by 40 %). Only lower bounds are asserted: a timer
+// never fires early, whatever the load.
+func TestReadRest(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	// n slots of a share of procs/(4n): each slot may run a quarter of
+	// its time, so it rests three times what a read held it.
+	const hold = 40 * time.Millisecond
+	b := newReadBudget(1, 0.25/float64(procs), time.Second)
+	release, err := b.acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(hold)
+	release()
+	start := time.Now()
+	release, err = b.acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(start); waited < 3*hold {
+		t.Errorf("the next read had its turn after %v, want at least 3 × the %v the last one held it", waited, hold)
+	}
+	release()
+
+	// The rest is capped, so that one long read does not hold the
+	// others past their deadline; and a share of 1 never rests.
+	// Uncapped it would be 3 × 40ms; the bound allows the cap, the hold
+	// again and whatever timer slip this run saw meanwhile.
+	testenv.WatchTimers()
+	b = newReadBudget(1, 0.25/float64(procs), 10*time.Millisecond)
+	release, _ = b.acquire(context.Background())
+	time.Sleep(hold)
+	release()
+	start = time.Now()
+	release, _ = b.acquire(context.Background())
+	waited := time.Since(start)
+	release()
+	if limit := 10*time.Millisecond + hold + testenv.Slip(waited); waited > limit {
+		t.Errorf("the rest was not capped at 10ms: the next turn came after %v (allowed %v)", waited, limit)
+	}
+	b = newReadBudget(procs, 1, time.Second)
+	release, _ = b.acquire(context.Background())
+	release()
+	if len(b.slots) != 0 {
+		t.Errorf("read_cpu_share 1 with a slot per core: the slot rests after a read")
+	}
 }

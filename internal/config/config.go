@@ -83,6 +83,12 @@ type Config struct {
 	// ReadConcurrency is how many reads run at once; 0 = a quarter of the
 	// cores, at least one.
 	ReadConcurrency int `yaml:"read_concurrency"`
+	// MaxAnswerValues bounds one /api/stats answer: groups × buckets ×
+	// fields; 0 = 16,000 (store.DefaultMaxAnswerValues).
+	MaxAnswerValues int `yaml:"max_answer_values"`
+	// ReadCPUShare is the share of the cores reads may take at full tilt
+	// (each read's slot rests in proportion after it); 0 = 0.1.
+	ReadCPUShare float64 `yaml:"read_cpu_share"`
 	// AuthFailuresPerMinute is how many failed authentications one source
 	// address may make in a minute before it is answered 429; 0 = 30.
 	AuthFailuresPerMinute int `yaml:"auth_failures_per_minute"`
@@ -617,6 +623,15 @@ func (c *Config) Validate() error {
 	}
 	if c.UpstreamIdleTimeout < 0 {
 		errs = append(errs, errors.New("upstream_idle_timeout must not be negative"))
+	}
+	if c.ReadCPUShare < 0 || c.ReadCPUShare > 1 {
+		errs = append(errs, errors.New("read_cpu_share must be between 0 and 1 (0 = the default, 0.1)"))
+	}
+	if c.MaxAnswerValues < 0 {
+		errs = append(errs, errors.New("max_answer_values must not be negative"))
+	}
+	if c.BodyBudgetBytes < 0 || c.BodyBudgetPerKeyBytes < 0 {
+		errs = append(errs, errors.New("body_budget_bytes and body_budget_per_key_bytes must not be negative"))
 	}
 	return errors.Join(errs...)
 }

@@ -88,6 +88,10 @@ func TestErrors(t *testing.T) {
 		{"bad store", "store: mysql://x", "want sqlite:FILE"},
 		{"negative timeout", "channels: [{name: c, protocol: openai, base_url: http://x, timeouts: {idle: -1s}}]", "timeouts.idle must not be negative"},
 		{"negative upstream idle", "upstream_idle_timeout: -1s", "upstream_idle_timeout must not be negative"},
+		{"read share past 1", "read_cpu_share: 1.5", "read_cpu_share must be between 0 and 1"},
+		{"negative read share", "read_cpu_share: -0.1", "read_cpu_share must be between 0 and 1"},
+		{"negative answer bound", "max_answer_values: -1", "max_answer_values must not be negative"},
+		{"negative body budget", "body_budget_per_key_bytes: -1", "body_budget_per_key_bytes must not be negative"},
 		{"duplicate channel", "channels: [{name: c, protocol: openai, base_url: http://x}, {name: c, protocol: openai, base_url: http://y}]", "defined twice"},
 	}
 	for _, tt := range tests {

@@ -304,7 +304,8 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		w.Write([]byte("ok\n"))
 	})
 	s.api = api.New(api.Options{Store: s.store, Writer: s.writer, Resolve: api.KeyringResolver(s.keys), Log: s.log,
-		Timeout: cfg.ReadTimeout.D(), Concurrency: cfg.ReadConcurrency})
+		Timeout: cfg.ReadTimeout.D(), Concurrency: cfg.ReadConcurrency, MaxAnswerValues: cfg.MaxAnswerValues,
+		ReadShare: cfg.ReadCPUShare})
 	s.api.Register(mux)
 	s.registerDiagnosis(mux)
 	s.registerChannelHealth(mux)

@@ -28,7 +28,7 @@ import (
 )
 
 // start runs a server until the test ends.
-func start(t *testing.T, opts server.Options) *server.Server {
+func start(t testing.TB, opts server.Options) *server.Server {
 	t.Helper()
 	if opts.Listen == "" {
 		opts.Listen = "127.0.0.1:0"

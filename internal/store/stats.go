@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/ttfx/ttfx/internal/record"
@@ -147,6 +148,16 @@ const (
 	// past it the call fails with ErrBadQuery naming the filter that
 	// made it read rows.
 	MaxStatsRows = 2_000_000
+	// DefaultMaxAnswerValues bounds the size of one answer: its groups
+	// (× buckets) × fields, each a summary (count, min, max, mean, four
+	// percentiles) computed from a sketch held until the answer is
+	// made. One value cost up to about 3.3 KB of heap between sketch,
+	// summary and encoding (api's TestStatsCallMemory: 15,000 values,
+	// 50 MiB; issue 50: 6 days of 1-minute buckets by model took a
+	// gateway from 34 to 435 MB of RSS for a 26 MB answer); 16,000 keep
+	// one call within about 64 MiB. A query whose answer would pass it is
+	// refused (ErrBadQuery) naming the bound and what fits.
+	DefaultMaxAnswerValues = 16_000
 	// MaxConcurrentStats is how many Stats calls one store runs at once;
 	// further calls wait for a turn (or for their context to end).
 	MaxConcurrentStats = 2
@@ -158,6 +169,58 @@ type StatsQuery struct {
 	GroupBy []string      // Dimensions to group by, in order; empty: one group
 	Bucket  time.Duration // split each group into time buckets aligned to the Unix epoch (UTC); 0: no buckets
 	Fields  []string      // StatFields names to summarise; empty: all
+	// MaxValues bounds groups × buckets × fields; 0 means
+	// DefaultMaxAnswerValues.
+	MaxValues int
+}
+
+// MaxAnswerValues is q's bound on groups × buckets × fields.
+func (q *StatsQuery) MaxAnswerValues() int {
+	if q.MaxValues > 0 {
+		return q.MaxValues
+	}
+	return DefaultMaxAnswerValues
+}
+
+// CheckAnswerSize refuses, before anything is read, a query whose buckets
+// alone × its fields pass the bound: window is the span it covers. The
+// error names the bound and the finest bucket that fits.
+func CheckAnswerSize(q *StatsQuery, window time.Duration) error {
+	if q.Bucket <= 0 || window <= 0 {
+		return nil
+	}
+	fields := len(q.Fields)
+	if fields == 0 {
+		fields = len(StatFields)
+	}
+	buckets := int((window + q.Bucket - 1) / q.Bucket)
+	if buckets*fields <= q.MaxAnswerValues() {
+		return nil
+	}
+	return fmt.Errorf("%w: the answer would hold %d buckets × %d fields = %d values (before any grouping), past the bound of %d "+
+		"(groups × buckets × fields; max_answer_values); a bucket of %s fits, or name fewer fields (fields=…), or narrow the window",
+		ErrBadQuery, buckets, fields, buckets*fields, q.MaxAnswerValues(), FitBucket(window, fields, q.MaxAnswerValues(), 1))
+}
+
+// FitBucket is the finest round bucket (1m, 5m, 15m, 1h, 6h, 1d, 7d)
+// whose buckets over window, × fields × groups, stay within max.
+func FitBucket(window time.Duration, fields, max, groups int) string {
+	for _, b := range []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour, 6 * time.Hour, 24 * time.Hour, 7 * 24 * time.Hour} {
+		if int((window+b-1)/b)*fields*groups <= max {
+			return formatBucket(b)
+		}
+	}
+	return "7d (with fewer fields or a narrower filter)"
+}
+
+func formatBucket(b time.Duration) string {
+	switch {
+	case b%(24*time.Hour) == 0:
+		return strconv.Itoa(int(b/(24*time.Hour))) + "d"
+	case b%time.Hour == 0:
+		return strconv.Itoa(int(b/time.Hour)) + "h"
+	}
+	return strconv.Itoa(int(b/time.Minute)) + "m"
 }
 
 // Stats is the answer of Store.Stats.
@@ -172,7 +235,9 @@ type Stats struct {
 	// Truncated reports that the records made more than MaxStatsGroups
 	// groups: the first MaxStatsGroups keys met have groups of their own,
 	// and every further one is folded into a last group whose key values
-	// are all OtherKey and which has no bucket (see TruncatedDefinition).
+	// are all OtherKey (see TruncatedDefinition). Only an answer without
+	// buckets is truncated; a bucketed one past MaxStatsGroups groups ×
+	// buckets is refused (rollup.Acc).
 	Truncated bool `json:"truncated"`
 	// From and To are the window the answer covers: the query's, widened
 	// to whole minutes when read from rollups. Zero where the query left
@@ -186,9 +251,9 @@ const OtherKey = "(other)"
 
 // TruncatedDefinition defines Stats.Truncated, in every answer's
 // definitions.
-var TruncatedDefinition = fmt.Sprintf("True when the matching records form more than %d groups (× buckets): the first %[1]d met keep groups of their own "+
-	"and the records of every further group are counted together in one last group whose key values are all %q and which has no bucket_start; "+
-	"the counts of all groups still add up to every matching record.", MaxStatsGroups, OtherKey)
+var TruncatedDefinition = fmt.Sprintf("True when the matching records form more than %d groups: the first %[1]d met keep groups of their own "+
+	"and the records of every further group are counted together in one last group whose key values are all %q; "+
+	"the counts of all groups still add up to every matching record. A bucketed answer past %[1]d groups × buckets is refused (400) instead.", MaxStatsGroups, OtherKey)
 
 // Group is the summary of one group (and time bucket).
 type Group struct {

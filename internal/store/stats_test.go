@@ -513,3 +513,65 @@ func TestStatsStreamDimension(t *testing.T) {
 		})
 	}
 }
+
+// TestStatsAnswerBound: an answer whose groups × buckets × fields pass
+// StatsQuery.MaxValues is refused with ErrBadQuery naming the bound, on
+// every engine and on both paths (rollups, and rows for a key_name
+// filter), instead of being held whole in memory (issue 50: one stats
+// call took a gateway from 34 to 435 MB of RSS). Its buckets alone are
+// checked before anything is read (CheckAnswerSize).
+func TestStatsAnswerBound(t *testing.T) {
+	storetest.ForEachEngine(t, func(t *testing.T, s store.Store) {
+		var recs []record.Record
+		for i := range 300 {
+			r := storetest.FullRecord(storetest.IDN(i), storetest.Base.Add(time.Duration(i)*time.Second))
+			r.Model = fmt.Sprintf("m%03d", i)
+			recs = append(recs, r)
+		}
+		storetest.Insert(t, s, recs...)
+		fields := []string{"first_text_delta_ms", "total_handler_ms"}
+		for _, f := range []store.Filter{{}, {KeyName: "team-a-app"}} {
+			q := store.StatsQuery{Filter: f, GroupBy: []string{"model"}, Fields: fields, MaxValues: 400}
+			_, err := s.Stats(storetest.Ctx(t), q)
+			if !errors.Is(err, store.ErrBadQuery) || !strings.Contains(err.Error(), "passed the bound of 400 values") ||
+				!strings.Contains(err.Error(), "max_answer_values") {
+				t.Errorf("300 groups × 2 fields past 400 values, filter %+v: %v", f, err)
+			}
+			// 300 groups × 2 fields fit a bound of 600 exactly.
+			q.MaxValues = 600
+			if st, err := s.Stats(storetest.Ctx(t), q); err != nil || len(st.Groups) != 300 || st.Truncated {
+				t.Errorf("300 groups × 2 fields at a bound of 600, filter %+v: %v, %d groups", f, err, len(st.Groups))
+			}
+			// One field each: 300 values.
+			q.MaxValues, q.Fields = 400, fields[:1]
+			if st, err := s.Stats(storetest.Ctx(t), q); err != nil || len(st.Groups) != 300 {
+				t.Errorf("300 groups × 1 field at a bound of 400, filter %+v: %v, %d groups", f, err, len(st.Groups))
+			}
+		}
+		// Buckets count too: 300 one-second buckets of one group.
+		q := store.StatsQuery{Filter: store.Filter{KeyName: "team-a-app"}, Bucket: time.Second, Fields: fields[:1], MaxValues: 100}
+		if _, err := s.Stats(storetest.Ctx(t), q); !errors.Is(err, store.ErrBadQuery) || !strings.Contains(err.Error(), "bound of 100") {
+			t.Errorf("300 buckets past 100 values: %v", err)
+		}
+	})
+}
+
+func TestCheckAnswerSize(t *testing.T) {
+	// The probe's query: 6 days of 1-minute buckets, every field.
+	q := store.StatsQuery{Bucket: time.Minute}
+	err := store.CheckAnswerSize(&q, 6*24*time.Hour)
+	if !errors.Is(err, store.ErrBadQuery) || !strings.Contains(err.Error(), fmt.Sprintf("8640 buckets × %d fields", len(store.StatFields))) ||
+		!strings.Contains(err.Error(), "bound of 16000") || !strings.Contains(err.Error(), "a bucket of 15m fits") {
+		t.Errorf("6d of 1m buckets: %v", err)
+	}
+	for _, ok := range []store.StatsQuery{
+		{Bucket: 15 * time.Minute},
+		{Bucket: time.Minute, Fields: []string{"first_text_delta_ms"}},
+		{Bucket: time.Minute, MaxValues: 8640 * len(store.StatFields)},
+		{},
+	} {
+		if err := store.CheckAnswerSize(&ok, 6*24*time.Hour); err != nil {
+			t.Errorf("%+v: %v", ok, err)
+		}
+	}
+}

@@ -677,6 +677,9 @@ func (s *chStore) StatsFromRows(ctx context.Context, q *store.StatsQuery, acc *r
 		}
 		ts, _ := vals[nd].(int64)
 		c := acc.CellAt(ts)
+		if acc.Over() {
+			break // refused whatever follows
+		}
 		c.AddCount([]byte(rollup.AsString(vals[nd+1])), 1)
 		labels, _ := vals[nd+2].([]string)
 		for i, l := range labels {

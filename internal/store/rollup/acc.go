@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,8 +82,39 @@ func Answer(ctx context.Context, q store.StatsQuery, slots chan struct{}, src So
 			return store.Stats{}, err
 		}
 	}
+	if acc.over {
+		return store.Stats{}, acc.tooLarge()
+	}
 	acc.finish(&st)
 	return st, nil
+}
+
+// Over reports that the answer has passed its bound on values: the
+// engines stop reading, since Answer refuses it whatever follows.
+func (a *Acc) Over() bool { return a.over }
+
+// tooLarge is Answer's error for an answer that passed q's bound while it
+// was read: how many groups (× buckets) it met, and what would fit.
+func (a *Acc) tooLarge() error {
+	fields := max(len(a.Fields), 1)
+	groups := map[string]bool{}
+	buckets := map[int64]bool{}
+	for _, c := range a.order {
+		groups[strings.Join(c.key, "\x00")] = true
+		buckets[c.bucket] = true
+	}
+	advice := "group by fewer dimensions or narrow the filter (model=, channel=, group=)"
+	if a.bucketNs > 0 {
+		window := time.Duration(int64(len(buckets)) * a.bucketNs)
+		if f := a.q.Filter; !f.From.IsZero() && !f.To.IsZero() {
+			window = f.To.Sub(f.From)
+		}
+		advice = "a bucket of " + store.FitBucket(window, fields, a.q.MaxAnswerValues(), max(len(groups), 1)) +
+			" fits the groups met so far, or " + advice
+	}
+	return fmt.Errorf("%w: the answer passed the bound of %d values (groups × buckets × fields; max_answer_values) "+
+		"after %d groups × buckets of %d fields; %s, or name fewer fields (fields=…)",
+		store.ErrBadQuery, a.q.MaxAnswerValues(), len(a.order), fields, advice)
 }
 
 // StatCell accumulates one group (and bucket).
@@ -111,6 +143,11 @@ type Acc struct {
 	Cells    map[string]*StatCell
 	order    []*StatCell
 	Overflow *StatCell // the rows of keys past MaxStatsGroups; nil until there are some
+	// maxCells is how many cells fit q's bound on values; past it, over
+	// is set, further rows go to the overflow cell (memory stays
+	// bounded) and the answer is refused (tooLarge).
+	maxCells int
+	over     bool
 	// dims holds the group key values of the row at hand, filled by the
 	// caller before cell; key is scratch for the map key.
 	dims [][]byte
@@ -118,8 +155,19 @@ type Acc struct {
 }
 
 func newStatsAcc(q *store.StatsQuery, fields []int, dimCols []string) *Acc {
-	return &Acc{q: q, Fields: fields, DimCols: dimCols, bucketNs: q.Bucket.Nanoseconds(),
-		Cells: map[string]*StatCell{}, dims: make([][]byte, len(dimCols))}
+	a := &Acc{q: q, Fields: fields, DimCols: dimCols, bucketNs: q.Bucket.Nanoseconds(),
+		Cells: map[string]*StatCell{}, dims: make([][]byte, len(dimCols)),
+		maxCells: max(q.MaxAnswerValues()/max(len(fields), 1), 1)}
+	if a.bucketNs > 0 {
+		// Bucketed, the groups × buckets past MaxStatsGroups are refused
+		// too, not folded into the overflow group: a bucketless "(other)"
+		// cell of every bucket answers nothing, and with one field the
+		// bound on values (16,000) would never be met before it (issue 50's
+		// probe: 6 days of 1-minute buckets by model, one field, 10,001
+		// groups and 4.7 MB answered).
+		a.maxCells = min(a.maxCells, store.MaxStatsGroups)
+	}
+	return a
 }
 
 func (a *Acc) newCell() *StatCell {
@@ -159,7 +207,10 @@ func (a *Acc) CellAt(ts int64) *StatCell {
 	if c := a.Cells[string(a.key)]; c != nil {
 		return c
 	}
-	if len(a.Cells) >= store.MaxStatsGroups {
+	if len(a.Cells) >= a.maxCells {
+		a.over = true
+	}
+	if len(a.Cells) >= store.MaxStatsGroups || a.over {
 		// Any client can make a model name up, and unknown models
 		// still get records: past the bound, new keys share one group
 		// instead of failing the answer for everyone.

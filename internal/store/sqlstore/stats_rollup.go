@@ -143,6 +143,9 @@ func (s *sqlStore) readRollups(ctx context.Context, tx *sql.Tx, q *store.StatsQu
 			acc.SetDim(i, dims[i])
 		}
 		c := acc.CellAt(start)
+		if acc.Over() {
+			break // refused whatever follows
+		}
 		c.AddRowCounts(status, count, statuses)
 		if len(labels) > 0 {
 			rollup.AddLabels(c.Labels, string(labels))

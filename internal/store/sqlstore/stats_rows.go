@@ -80,11 +80,17 @@ func (s *sqlStore) StatsFromRows(ctx context.Context, q *store.StatsQuery, acc *
 		}
 		ts, _ := vals[nd].(int64)
 		c := acc.CellAt(ts)
+		if acc.Over() {
+			break // refused whatever follows
+		}
 		c.AddCount([]byte(rollup.AsString(vals[nd+1])), 1)
 		c.AddFields(acc, colIdx, vals[nd+2:], in)
 	}
 	if err := rows.Close(); err != nil {
 		return fmt.Errorf("stats: %w", err)
+	}
+	if acc.Over() {
+		return nil
 	}
 	return s.countLabels(ctx, tx, q, acc, b.scanTime)
 }
