@@ -384,7 +384,7 @@ func (x *exchange) runRacer(rc *racer, events chan<- raceEvent) {
 		return
 	}
 	events <- raceEvent{r: rc, kind: raceHeaders, at: x.g.opts.Now()}
-	if rc.rd = x.pieceReader(resp); rc.rd == nil {
+	if rc.rd = x.pieceReader(resp, rc.a.ch); rc.rd == nil {
 		// Not an event stream: there is no t4 to race for; relay it.
 		rc.done = true
 		events <- raceEvent{r: rc, kind: raceOutput}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ttfx/ttfx/internal/protocol"
 	"github.com/ttfx/ttfx/internal/record"
+	"github.com/ttfx/ttfx/internal/route"
 	"github.com/ttfx/ttfx/internal/sse"
 	"github.com/ttfx/ttfx/internal/timeline"
 	"github.com/ttfx/ttfx/internal/wire"
@@ -29,7 +30,7 @@ const maxCapture = 8 << 20
 func (x *exchange) serveResponse(a *attempt, canRetry bool) (retry bool) {
 	defer a.resp.Body.Close()
 	if a.rd == nil {
-		a.rd = x.pieceReader(a.resp)
+		a.rd = x.pieceReader(a.resp, a.ch)
 	}
 	if a.rd != nil {
 		return x.relayStream(a, canRetry)
@@ -40,17 +41,31 @@ func (x *exchange) serveResponse(a *attempt, canRetry bool) (retry bool) {
 
 // pieceReader returns the reader of resp's stream, or nil when resp is no
 // stream the gateway classifies: an event stream (text/event-stream, or
-// the media type of the API's own framing) of an API with a classifier.
-func (x *exchange) pieceReader(resp *http.Response) wire.PieceReader {
+// the media type of the API's own framing) of an API with a classifier,
+// or a stream the channel's kind sends the API's family in another
+// framing (wire.Kind.Framings), read as the family's own events.
+func (x *exchange) pieceReader(resp *http.Response, ch *route.Channel) wire.PieceReader {
 	if x.ep.classify == "" {
 		return nil
 	}
 	ct := resp.Header.Get("Content-Type")
+	if isEventStream(ct) {
+		return sse.NewReader(resp.Body, x.g.opts.MaxEventBytes)
+	}
 	if f := x.ep.unit.Framing; f != nil && isMediaType(ct, f.ContentType) {
 		return f.NewReader(resp.Body, x.g.opts.MaxEventBytes)
 	}
-	if isEventStream(ct) {
-		return sse.NewReader(resp.Body, x.g.opts.MaxEventBytes)
+	if f := kindFraming(ch, x.ep.proto); f != nil && isMediaType(ct, f.ContentType) {
+		return f.NewReader(resp.Body, x.g.opts.MaxEventBytes)
+	}
+	return nil
+}
+
+// kindFraming is the framing ch's kind sends family's streams in when it
+// is not the family's own (nil: the family's own).
+func kindFraming(ch *route.Channel, family string) *wire.Framing {
+	if k := wire.LookupKind(ch.Protocol); k != nil {
+		return k.Framings[family]
 	}
 	return nil
 }
@@ -74,6 +89,11 @@ func (x *exchange) commit(a *attempt, stream bool) {
 	h := x.w.Header()
 	copyHeaders(h, a.resp.Header, stream)
 	if stream {
+		if x.ep.unit.Framing == nil && !isEventStream(h.Get("Content-Type")) {
+			// A stream of another framing read as SSE events
+			// (kindFraming): the client of an SSE API gets SSE.
+			h["Content-Type"] = textEventStream
+		}
 		sseHeaders(h)
 	}
 	x.rec.HTTPStatus = a.resp.StatusCode

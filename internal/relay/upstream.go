@@ -552,6 +552,12 @@ func (x *exchange) readErrorBody(a *attempt) []byte {
 	t := time.AfterFunc(errorBodyWait, func() { a.cancel(errors.New("upstream error body too slow")) })
 	defer t.Stop()
 	b, _ := io.ReadAll(io.LimitReader(a.resp.Body, maxErrorBody))
+	if f := kindFraming(a.ch, x.ep.proto); f != nil && f.ErrorMessage != nil {
+		// The provider answered in its own error format, which the
+		// client's SDK does not read: the client gets its API's.
+		b = x.ep.unit.ErrorBody(protocol.ErrorResponse{Status: a.resp.StatusCode, Message: f.ErrorMessage(a.resp.Header, b)})
+		a.resp.Header.Set("Content-Type", "application/json")
+	}
 	return b
 }
 
@@ -692,6 +698,9 @@ func kindBody(up *wire.Upstream, t wire.Target, p prompt) ([]byte, error) {
 func joinPath(base, path string) string { return wire.JoinPath(base, path) }
 
 var applicationJSON = []string{"application/json"}
+
+// textEventStream is the Content-Type of a stream relayed as SSE.
+var textEventStream = []string{"text/event-stream"}
 
 // forwardHeaders are the client headers every upstream may need, besides
 // those its provider kind reads (wire.Kind.ForwardHeaders); everything else

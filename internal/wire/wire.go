@@ -96,6 +96,11 @@ type Framing struct {
 	// Sniff reports whether b starts with a stream of this framing (for
 	// ttfx inspect, which is given a file of unknown API); nil: never.
 	Sniff func(b []byte) bool
+	// ErrorMessage, for a kind's framing of a family (Kind.Framings),
+	// reads the provider's own error response (headers and body), which
+	// the client then gets in its API's format with this message; nil:
+	// error responses are relayed as sent.
+	ErrorMessage func(h http.Header, body []byte) string
 }
 
 // SniffFraming returns the framing a stream file b is in and the API its

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/ttfx/ttfx/internal/jsonscan"
 	"github.com/ttfx/ttfx/internal/protocol"
 	"github.com/ttfx/ttfx/internal/provider/anthropic"
 	"github.com/ttfx/ttfx/internal/provider/bedrock/eventstream"
@@ -65,7 +66,7 @@ func init() {
 		GenAIOperation: "chat", GenAIProvider: "aws.bedrock",
 	})
 	wire.RegisterKind(&wire.Kind{
-		Name: Family, Families: []string{Family},
+		Name: Family, Families: []string{Family, anthropic.Family},
 		Authorize: func(h http.Header, key string) {
 			// A Bedrock API key is a bearer token; a signed channel
 			// has none (its Upstream's SigV4 authorizes).
@@ -85,7 +86,8 @@ func init() {
 				NewReader: func(r io.Reader, maxBytes int) wire.PieceReader {
 					return eventstream.NewSSEPieces(r, maxBytes)
 				},
-				Sniff: func(b []byte) bool { frames, chunks := eventstream.Sniff(b); return frames && chunks },
+				Sniff:        func(b []byte) bool { frames, chunks := eventstream.Sniff(b); return frames && chunks },
+				ErrorMessage: errorMessage,
 			},
 		},
 	})
@@ -104,8 +106,18 @@ func target(stream bool) func(string) (string, bool, error) {
 
 // upstreamURL builds a Bedrock runtime URL: the channel's base and
 // /model/{modelId}/{method}, with the model the channel serves (an alias
-// may have renamed it), escaped as the AWS SDKs escape it.
+// may have renamed it), escaped as the AWS SDKs escape it. A Converse
+// client's method is its own; an Anthropic client's request is an
+// InvokeModel (with response stream when it streams), its query (the
+// SDKs' ?beta=true) left behind.
 func upstreamURL(t wire.Target) *url.URL {
+	if t.Family == anthropic.Family {
+		method := "invoke"
+		if t.Stream {
+			method = "invoke-with-response-stream"
+		}
+		return ModelURL(t.Base, t.Model, method, "")
+	}
 	method := t.Path[strings.LastIndexByte(t.Path, '/')+1:]
 	if !strings.HasPrefix(t.Path, "/model/") || t.Model == "" {
 		return wire.JoinURL(t.Base, t.Path, t.Query)
@@ -199,3 +211,52 @@ func streamError(f wire.Failure) []byte {
 	}{f.Msg})
 	return eventstream.AppendException(nil, StreamExceptionType(f.Code), b)
 }
+
+// AnthropicVersion is the anthropic_version Bedrock requires in the body of
+// an Anthropic model's InvokeModel request.
+const AnthropicVersion = "bedrock-2023-05-31"
+
+// body is the body Bedrock gets: an Anthropic request without its model
+// (the URL names it) and stream (the method says it), both of which
+// Bedrock refuses, and with Bedrock's anthropic_version unless the client
+// set one; a Converse request unchanged.
+func body(t wire.Target, b []byte) ([]byte, error) {
+	if t.Family != anthropic.Family {
+		return b, nil
+	}
+	return jsonscan.EditObject(b, "anthropic_version", `"`+AnthropicVersion+`"`, "model", "stream")
+}
+
+// errorMessage reads a Bedrock error response ({"message":"…"}, the type
+// in x-amzn-ErrorType) for a client of another API, which gets it in its
+// own format: the type and the message, bounded.
+func errorMessage(h http.Header, b []byte) string {
+	var e struct {
+		Message  string `json:"message"`
+		MessageU string `json:"Message"`
+	}
+	json.Unmarshal(b, &e)
+	msg := e.Message
+	if msg == "" {
+		msg = e.MessageU
+	}
+	typ, _, _ := strings.Cut(h.Get("X-Amzn-Errortype"), ":")
+	if len(msg) > maxErrorMessage {
+		msg = msg[:maxErrorMessage] + "…"
+	}
+	if len(typ) > 64 {
+		typ = typ[:64]
+	}
+	switch {
+	case typ == "" && msg == "":
+		return "Bedrock answered with an error"
+	case typ == "":
+		return msg
+	case msg == "":
+		return "Bedrock: " + typ
+	}
+	return typ + ": " + msg
+}
+
+// maxErrorMessage bounds the upstream message an error passes on.
+const maxErrorMessage = 1024

@@ -68,7 +68,7 @@ func open(c wire.ChannelConfig) (*wire.Upstream, error) {
 		if c.Settings["profile"] != "" {
 			return nil, fmt.Errorf("give a Bedrock API key (key_env, key_file) or a profile, not both")
 		}
-		return &wire.Upstream{}, nil // Kind.Authorize sends the key as a bearer token
+		return &wire.Upstream{Body: body}, nil // Kind.Authorize sends the key as a bearer token
 	}
 	region := c.Region
 	if region == "" {
@@ -101,5 +101,5 @@ func open(c wire.ChannelConfig) (*wire.Upstream, error) {
 	if cfg.Credentials == nil {
 		return nil, fmt.Errorf("no AWS credentials in the default chain and no Bedrock API key (key_env)")
 	}
-	return &wire.Upstream{Credentials: NewSigV4(cfg.Credentials, cfg.Region, c.Name, nil)}, nil
+	return &wire.Upstream{Body: body, Credentials: NewSigV4(cfg.Credentials, cfg.Region, c.Name, nil)}, nil
 }

@@ -37,6 +37,7 @@ import (
 	"cloud.google.com/go/auth"
 	"cloud.google.com/go/auth/credentials"
 
+	"github.com/ttfx/ttfx/internal/jsonscan"
 	"github.com/ttfx/ttfx/internal/provider/anthropic"
 	"github.com/ttfx/ttfx/internal/provider/gemini"
 	"github.com/ttfx/ttfx/internal/wire"
@@ -260,5 +261,5 @@ func body(t wire.Target, b []byte) ([]byte, error) {
 	if t.Family != anthropic.Family {
 		return b, nil
 	}
-	return editObject(b, "model", "anthropic_version", `"`+AnthropicVersion+`"`)
+	return jsonscan.EditObject(b, "anthropic_version", `"`+AnthropicVersion+`"`, "model")
 }

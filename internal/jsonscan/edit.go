@@ -1,52 +1,52 @@
-package vertex
+package jsonscan
 
 import (
 	"encoding/json"
 	"errors"
 )
 
-// errNotObject is a body editObject cannot edit.
-var errNotObject = errors.New("the request body is not a JSON object")
+// errEditNotObject is a body editObject cannot edit.
+var errEditNotObject = errors.New("the request body is not a JSON object")
 
-// editObject returns the JSON object b without its members named drop and
-// with the member add: value appended unless b has one, leaving every
+// EditObject returns the JSON object b without its members named in drop
+// and with the member add: value appended unless b has one, leaving every
 // other byte as the client sent it (no decoding and re-encoding of the
 // prompt: key order, number spelling and whitespace are kept, and the cost
 // is one copy). value must be valid JSON. A body that is not one JSON
 // object is an error.
-func editObject(b []byte, drop, add, value string) ([]byte, error) {
-	i := skipSpace(b, 0)
+func EditObject(b []byte, add, value string, drop ...string) ([]byte, error) {
+	i := editSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
-		return nil, errNotObject
+		return nil, errEditNotObject
 	}
 	out := make([]byte, 0, len(b)+len(add)+len(value)+4)
 	out = append(out, b[:i+1]...)
 	i++
 	members, has := 0, false
-	if j := skipSpace(b, i); j < len(b) && b[j] == '}' {
+	if j := editSpace(b, i); j < len(b) && b[j] == '}' {
 		i = j
 	} else {
 		for {
-			k := skipSpace(b, i)
-			kEnd := skipString(b, k)
+			k := editSpace(b, i)
+			kEnd := editString(b, k)
 			if kEnd < 0 {
-				return nil, errNotObject
+				return nil, errEditNotObject
 			}
-			c := skipSpace(b, kEnd)
+			c := editSpace(b, kEnd)
 			if c >= len(b) || b[c] != ':' {
-				return nil, errNotObject
+				return nil, errEditNotObject
 			}
-			v := skipSpace(b, c+1)
-			vEnd := skipValue(b, v)
+			v := editSpace(b, c+1)
+			vEnd := editValue(b, v)
 			if vEnd < 0 {
-				return nil, errNotObject
+				return nil, errEditNotObject
 			}
-			n := skipSpace(b, vEnd)
+			n := editSpace(b, vEnd)
 			if n >= len(b) || b[n] != ',' && b[n] != '}' {
-				return nil, errNotObject
+				return nil, errEditNotObject
 			}
 			switch key := b[k:kEnd]; {
-			case keyIs(key, drop):
+			case keyIn(key, drop):
 			default:
 				if keyIs(key, add) {
 					has = true
@@ -77,10 +77,21 @@ func editObject(b []byte, drop, add, value string) ([]byte, error) {
 		out = append(out, value...)
 	}
 	rest := b[i:] // "}" and what follows
-	if skipSpace(rest, 1) != len(rest) {
-		return nil, errNotObject
+	if editSpace(rest, 1) != len(rest) {
+		return nil, errEditNotObject
 	}
 	return append(out, rest...), nil
+}
+
+// keyIn reports whether the JSON string s (quotes included) decodes to one
+// of names.
+func keyIn(s []byte, names []string) bool {
+	for _, n := range names {
+		if keyIs(s, n) {
+			return true
+		}
+	}
+	return false
 }
 
 // keyIs reports whether the JSON string s (quotes included) decodes to
@@ -96,15 +107,15 @@ func keyIs(s []byte, name string) bool {
 	return string(s[1:len(s)-1]) == name
 }
 
-func skipSpace(b []byte, i int) int {
+func editSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
 	}
 	return i
 }
 
-// skipString returns the index after the JSON string starting at i, or -1.
-func skipString(b []byte, i int) int {
+// editString returns the index after the JSON string starting at i, or -1.
+func editString(b []byte, i int) int {
 	if i >= len(b) || b[i] != '"' {
 		return -1
 	}
@@ -119,22 +130,22 @@ func skipString(b []byte, i int) int {
 	return -1
 }
 
-// skipValue returns the index after the JSON value starting at i, or -1.
+// editValue returns the index after the JSON value starting at i, or -1.
 // It checks nesting and strings, not the spelling of scalars: the relay
 // has parsed the body as JSON already.
-func skipValue(b []byte, i int) int {
+func editValue(b []byte, i int) int {
 	if i >= len(b) {
 		return -1
 	}
 	switch b[i] {
 	case '"':
-		return skipString(b, i)
+		return editString(b, i)
 	case '{', '[':
 		depth := 0
 		for i < len(b) {
 			switch b[i] {
 			case '"':
-				if i = skipString(b, i); i < 0 {
+				if i = editString(b, i); i < 0 {
 					return -1
 				}
 				continue
