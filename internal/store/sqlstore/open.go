@@ -210,6 +210,9 @@ var goMigrations = map[int]map[string]func(ctx context.Context, tx *sql.Tx, d di
 	// The rollups of records stored before 0003_rollups.sql, made once
 	// the rollups table has every column that writing them needs.
 	6: {"": backfillRollups}, // 0006_projections.sql
+	// Attempts and labels rebuilt WITHOUT ROWID from their own
+	// definitions: see without_rowid.go.
+	34: {"sqlite": rebuildWithoutRowid}, // 0034_without_rowid.sqlite.sql
 }
 
 // migration is one embedded schema change: NNNN_what.sql for both engines,

@@ -1,0 +1,6 @@
+-- The attempts and labels tables become WITHOUT ROWID tables
+-- (SQLite only): their composite primary key is then the table itself
+-- instead of a second copy of the key columns in an automatic index. The
+-- rebuild is a step in Go (rebuildWithoutRowid, without_rowid.go), which
+-- copies each table's current definition so that no column added before
+-- is lost. PostgreSQL has no rowid: nothing changes there.
