@@ -145,8 +145,8 @@ func intPtr(n int, ok bool) *int {
 
 // inspect classifies the stream in data and writes the lines to w. A
 // stream in another framing (an event-stream file) is read with that
-// framing's reader: a Converse stream as its frames, an
-// InvokeModelWithResponseStream one as the Anthropic events inside.
+// framing's reader: a stream of binary frames as its frames, or as the
+// SSE events of the family they carry.
 func inspect(w io.Writer, data []byte, api protocol.API, framing *wire.Framing) error {
 	s := protocol.NewStream(api)
 	var r interface{ Next() (*sse.Piece, error) } = sse.NewReader(bytes.NewReader(data), 0)

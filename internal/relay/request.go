@@ -33,6 +33,12 @@ type endpoint struct {
 	// streaming flag; nil when the model is in the body.
 	target func(string) (string, bool, error)
 	unit   *wire.API
+	// path is the API's own path a provider's spelling of it is relayed
+	// as, modelVar the wildcard naming the model, dropQuery the client's
+	// query parameters not passed on (wire.Endpoint).
+	path      string
+	modelVar  string
+	dropQuery []string
 }
 
 var (
@@ -50,6 +56,7 @@ func endpoints() []endpoint {
 					pattern: e.Pattern, api: a.Name, proto: a.Family,
 					classify: a.Stream, response: a.Response, hasBody: e.HasBody,
 					usage: a.UsageOption, shared: e.SharedPath, target: e.Target, unit: a,
+					path: e.Path, modelVar: e.Model, dropQuery: e.DropQuery,
 				})
 			}
 		}
@@ -81,6 +88,11 @@ type clientRequest struct {
 	// when the path names it instead (-1: it does not).
 	modelAt, modelCut int
 	modelInPath       int
+	// modelSet is set when the client's path named the model (a
+	// deployment) and the body did not name the same: the body's model is
+	// always replaced, or, when modelNew, added as a member at modelAt
+	// (modelAt == modelCut), followed by a comma when modelComma.
+	modelSet, modelNew, modelComma bool
 }
 
 // splice is an edit of a body made as it is sent: body[at:cut] is replaced
@@ -120,8 +132,18 @@ func (cr *clientRequest) payloadFor(noUsage bool, model string) (p prompt, injec
 		n++
 		injected = true
 	}
-	if model != "" && model != cr.model && cr.modelCut > 0 {
-		edits[n] = splice{at: cr.modelAt, cut: cr.modelCut, insert: jsonString(model)}
+	if model == "" {
+		model = cr.model
+	}
+	if cr.modelCut > 0 && (model != cr.model || cr.modelSet) {
+		insert := jsonString(model)
+		if cr.modelNew {
+			insert = `"model":` + insert
+			if cr.modelComma {
+				insert += ","
+			}
+		}
+		edits[n] = splice{at: cr.modelAt, cut: cr.modelCut, insert: insert}
 		n++
 	}
 	if n == 2 && edits[1].at < edits[0].at {
@@ -199,10 +221,16 @@ func parseRequest(ep endpoint, r *http.Request, body []byte) (*clientRequest, *H
 	// The upstream request keeps the client's query (an alt=sse)
 	// but never a key passed as ?key=: the channel's own key goes upstream.
 	cr := &clientRequest{body: body, upstreamURI: r.URL.Path, modelInPath: -1}
+	if ep.path != "" {
+		cr.upstreamURI = ep.path
+	}
 	// Most requests have no query: nothing to parse and print again.
 	if r.URL.RawQuery != "" {
 		q := r.URL.Query()
 		q.Del("key")
+		for _, k := range ep.dropQuery {
+			q.Del(k)
+		}
 		if enc := q.Encode(); enc != "" {
 			cr.upstreamURI += "?" + enc
 		}
@@ -238,6 +266,9 @@ func parseRequest(ep endpoint, r *http.Request, body []byte) (*clientRequest, *H
 	}
 	if ep.target == nil {
 		cr.model, cr.modelAt, cr.modelCut = f.model, f.modelAt, f.modelCut
+		if ep.modelVar != "" {
+			cr.pathModel(r.PathValue(ep.modelVar), &f)
+		}
 		if cr.model == "" {
 			return nil, badRequest("the request names no model")
 		}
@@ -263,6 +294,26 @@ func parseRequest(ep endpoint, r *http.Request, body []byte) (*clientRequest, *H
 		cr.usage = f.withIncludeUsage()
 	}
 	return cr, nil
+}
+
+// pathModel makes the model the client's path named (a
+// deployment) the request's: the body the upstream gets names it, its own
+// "model" replaced, or one added after the opening brace when it has none.
+func (cr *clientRequest) pathModel(model string, f *bodyFields) {
+	if model == "" { // no wildcard matches an empty segment; kept for safety
+		return
+	}
+	cr.model = model
+	if f.model == model && f.modelCut > 0 {
+		return
+	}
+	cr.modelSet = true
+	if f.modelCut == 0 {
+		// The body is a JSON object (scanned): its first non-space byte
+		// is the brace.
+		at := bytes.IndexByte(cr.body, '{') + 1
+		cr.modelAt, cr.modelCut, cr.modelNew, cr.modelComma = at, at, true, f.members > 0
+	}
 }
 
 // bodyFields are the top-level members of a client's JSON body the gateway

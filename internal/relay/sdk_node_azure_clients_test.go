@@ -25,14 +25,26 @@ type azureClientsSeen struct {
 		Errors                 []nodeError
 		Thrown                 *nodeError
 	}
-	AIPlain                      struct{ Text, Finish string }
-	AI429, AI500                 struct{ Error *nodeError }
+	AIPlain, AICompletion struct{ Text, Finish string }
+	AI429, AI500          struct{ Error *nodeError }
+	AIEmbed               struct {
+		Dims  int
+		Error *nodeError
+	}
 	AZResponses, AZTool, AZFlaky struct {
 		Text, Status string
 		Call         *struct{ Name, Arguments string }
 		Error        *nodeError
 	}
-	AZ429, AZ500 *nodeError
+	AZ429, AZ500                    *nodeError
+	AZChat, AZChatTool, AZChatFlaky struct {
+		Text, ToolName, Tool, Finish string
+		Error                        *nodeError
+	}
+	AZChatPlain, AZCompletion struct{ Text, Finish string }
+	AZChat429, AZChat500      *nodeError
+	AZCompletionStream        struct{ Text string }
+	AZEmbed                   struct{ N, Dims int }
 }
 
 type nodeError struct {
@@ -44,12 +56,13 @@ type nodeError struct {
 // TestNodeAzureClients: Azure OpenAI's official Node clients, @ai-sdk/azure
 // and the openai package's AzureOpenAI, accept the simulator's Azure side
 // as an Azure OpenAI resource (deployment URLs with api-version, the v1
-// form, api-key) and work the same through the gateway (their base URL set
-// to the gateway, the ttfx key in their api-key header) to a channel of
-// kind azure: streamed text, a streamed tool call, a plain answer,
-// Responses (text and a function call), and the errors they raise for a
-// 429, a 500 and a stream cut mid-answer. The gateway's records of them
-// are on the azure channel with the statuses of SPEC §5.
+// form, api-key) and work the same with the gateway as their endpoint (the
+// gateway serves Azure's paths; the ttfx key in their api-key header) to a
+// channel of kind azure: chat (streamed text, a streamed tool call, a
+// plain answer), legacy completions, embeddings, Responses (text and a
+// function call), and the errors they raise for a 429, a 500 and a stream
+// cut mid-answer. The gateway's records of them are on the azure channel,
+// on Azure's routes, with the statuses of SPEC §5.
 func TestNodeAzureClients(t *testing.T) {
 	t.Parallel()
 	dir, _ := filepath.Abs("../../testdata/sdk-node")
@@ -132,30 +145,71 @@ func TestNodeAzureClients(t *testing.T) {
 		if status(g.AZ429) != 429 || status(g.AZ500) != 500 {
 			t.Errorf("%s: AzureOpenAI errors 429 %+v 500 %+v", c.name, g.AZ429, g.AZ500)
 		}
+		if g.AICompletion.Text != direct.AIStream.Text || g.AIEmbed.Dims == 0 || g.AIEmbed.Error != nil {
+			t.Errorf("%s: @ai-sdk/azure completion %+v, embedding %+v", c.name, g.AICompletion, g.AIEmbed)
+		}
+		if g.AZChat.Text != direct.AIStream.Text || g.AZChat.Finish != "stop" || g.AZChat.Error != nil {
+			t.Errorf("%s: AzureOpenAI chat stream %+v", c.name, g.AZChat)
+		}
+		if g.AZChatTool.ToolName != "get_weather" || !strings.Contains(g.AZChatTool.Tool, "city") || g.AZChatTool.Finish != "tool_calls" {
+			t.Errorf("%s: AzureOpenAI chat tool call %+v", c.name, g.AZChatTool)
+		}
+		if g.AZChatFlaky.Text == "" || g.AZChatFlaky.Finish == "stop" || g.AZChatFlaky.Error == nil {
+			t.Errorf("%s: AzureOpenAI cut chat stream ended cleanly: %+v", c.name, g.AZChatFlaky)
+		}
+		if g.AZChatPlain.Text != direct.AIStream.Text || g.AZChatPlain.Finish != "stop" {
+			t.Errorf("%s: AzureOpenAI chat plain %+v", c.name, g.AZChatPlain)
+		}
+		if status(g.AZChat429) != 429 || !strings.Contains(g.AZChat429.Message, "exceeded token rate limit") || status(g.AZChat500) != 500 {
+			t.Errorf("%s: AzureOpenAI chat errors 429 %+v 500 %+v", c.name, g.AZChat429, g.AZChat500)
+		}
+		if g.AZCompletion.Text != direct.AIStream.Text || g.AZCompletionStream.Text != direct.AIStream.Text {
+			t.Errorf("%s: AzureOpenAI completions %+v stream %+v", c.name, g.AZCompletion, g.AZCompletionStream)
+		}
+		if g.AZEmbed.N != 2 || g.AZEmbed.Dims == 0 {
+			t.Errorf("%s: AzureOpenAI embeddings %+v", c.name, g.AZEmbed)
+		}
 	}
 
 	// The gateway's records: every request on the azure channel; the
 	// errors with their statuses.
 	recs.mu.Lock()
 	defer recs.mu.Unlock()
-	want := map[string]string{ // api/model/stream → status
-		"openai.chat/fast/true":             record.StatusOK,
-		"openai.chat/tool-call/true":        record.StatusOK,
-		"openai.chat/fast/false":            record.StatusOK,
-		"openai.responses/fast/true":        record.StatusOK,
-		"openai.chat/status-429/false":      record.StatusRateLimited,
-		"openai.chat/status-500/false":      record.StatusUpstreamHTTPError,
-		"openai.chat/flaky/true":            record.StatusUpstreamStreamError,
-		"openai.responses/tool-call/true":   record.StatusOK,
-		"openai.responses/flaky/true":       record.StatusUpstreamStreamError,
-		"openai.responses/status-429/false": record.StatusRateLimited,
-		"openai.responses/status-500/false": record.StatusUpstreamHTTPError,
+	// Keyed route/model/stream → status: each client's calls on the
+	// route it used (every record has one key; a repeated call overwrites).
+	const (
+		dChat  = "POST /openai/deployments/{deployment}/chat/completions"
+		dComp  = "POST /openai/deployments/{deployment}/completions"
+		dEmbed = "POST /openai/deployments/{deployment}/embeddings"
+		azResp = "POST /openai/responses"
+		v1Resp = "POST /openai/v1/responses"
+	)
+	want := map[string]string{
+		dChat + "/fast/true":         record.StatusOK,
+		dChat + "/tool-call/true":    record.StatusOK,
+		dChat + "/fast/false":        record.StatusOK,
+		dChat + "/status-429/false":  record.StatusRateLimited,
+		dChat + "/status-500/false":  record.StatusUpstreamHTTPError,
+		dChat + "/flaky/true":        record.StatusUpstreamStreamError,
+		dComp + "/fast/false":        record.StatusOK,
+		dComp + "/fast/true":         record.StatusOK,
+		dEmbed + "/fast/false":       record.StatusOK,
+		v1Resp + "/fast/true":        record.StatusOK,
+		azResp + "/fast/true":        record.StatusOK,
+		azResp + "/tool-call/true":   record.StatusOK,
+		azResp + "/flaky/true":       record.StatusUpstreamStreamError,
+		azResp + "/status-429/false": record.StatusRateLimited,
+		azResp + "/status-500/false": record.StatusUpstreamHTTPError,
 	}
+	apiOf := map[string]string{dChat: "openai.chat", dComp: "openai.completions", dEmbed: "openai.embeddings", azResp: "openai.responses", v1Resp: "openai.responses"}
 	for _, r := range recs.recs {
 		if r.Channel != "az" || r.KeyName != "client" {
 			t.Errorf("record of %s %s on channel %q, key %q", r.API, r.Model, r.Channel, r.KeyName)
 		}
-		k := r.API + "/" + r.Model + "/" + map[bool]string{true: "true", false: "false"}[r.Stream]
+		if api, ok := apiOf[r.Route]; !ok || r.API != api {
+			t.Errorf("record of %s %s on route %q", r.API, r.Model, r.Route)
+		}
+		k := r.Route + "/" + r.Model + "/" + map[bool]string{true: "true", false: "false"}[r.Stream]
 		if w, ok := want[k]; ok {
 			if r.Status != w {
 				t.Errorf("record %s: %s (%s), want %s", k, r.Status, r.Error, w)

@@ -61,14 +61,33 @@ func allowedMethods(path string) []string {
 	var out []string
 	for _, ep := range endpoints() {
 		method, pat, _ := strings.Cut(ep.pattern, " ")
-		if pat == path || strings.HasSuffix(pat, "/{target}") && strings.HasPrefix(path, strings.TrimSuffix(pat, "{target}")) &&
-			!strings.Contains(strings.TrimPrefix(path, strings.TrimSuffix(pat, "{target}")), "/") {
+		if patternMatches(pat, path) {
 			if !slices.Contains(out, method) {
 				out = append(out, method)
 			}
 		}
 	}
 	return out
+}
+
+// patternMatches reports whether path is one of pat's paths: segment by
+// segment, a {wildcard} matching any one non-empty segment (the ServeMux
+// patterns of wire.Endpoint have no {x...} or {$}).
+func patternMatches(pat, path string) bool {
+	for {
+		ps, prest, pmore := strings.Cut(pat, "/")
+		s, rest, more := strings.Cut(path, "/")
+		if pmore != more {
+			return false
+		}
+		if ps != s && !(len(ps) > 2 && ps[0] == '{' && ps[len(ps)-1] == '}' && s != "") {
+			return false
+		}
+		if !more {
+			return true
+		}
+		pat, path = prest, rest
+	}
 }
 
 // bound cuts a client-sent string to maxPathInReply bytes.

@@ -144,6 +144,19 @@ type Endpoint struct {
 	// same path (GET /v1/models): the client's headers (Claim) say whose
 	// format it reads.
 	SharedPath bool
+	// Path is the API's own path the request is relayed as when Pattern
+	// is a provider's spelling of the same operation ("/v1/chat/completions"
+	// for "POST /openai/deployments/{deployment}/chat/completions"): a
+	// channel of any kind of the family serves it. "": the client's path.
+	Path string
+	// Model names the pattern's wildcard that carries the model
+	// ("deployment"). The request is for that model, and the body the
+	// upstream gets names it (its "model" set or added). "": the model is
+	// in the body, or in the target.
+	Model string
+	// DropQuery are query parameters of the client's spelling that are not
+	// passed on ("api-version": a channel's kind chooses its own).
+	DropQuery []string
 }
 
 // TargetError is a path target an endpoint cannot serve: Code is the HTTP
@@ -205,9 +218,8 @@ type Kind struct {
 	// only a 429's Retry-After is read (ReadRateLimits).
 	RateLimits func(h http.Header, now time.Time) RateLimits
 	// Framings, keyed by API family, are the framings the provider sends
-	// a family's streams in when they are not the family's own (Bedrock's
-	// InvokeModelWithResponseStream: Anthropic events inside AWS
-	// event-stream frames). The reader yields the family's own pieces
+	// a family's streams in when they are not the family's own (a family's
+	// SSE events inside a cloud's binary event-stream frames). The reader yields the family's own pieces
 	// (SSE events), which the client gets as text/event-stream.
 	Framings map[string]*Framing
 	// Example is what a channel of the kind looks like, for synthetic
@@ -276,6 +288,26 @@ func RegisterAPI(a *API) {
 	apis[a.Name] = a
 	apiOrder = append(apiOrder, a)
 	sort.SliceStable(apiOrder, func(i, j int) bool { return apiOrder[i].Name < apiOrder[j].Name })
+}
+
+// AddEndpoints adds routes to the API named api, registered before: a
+// provider's client-facing spellings of its operations (Endpoint.Path). It
+// panics on an unknown API or a duplicate pattern.
+func AddEndpoints(api string, eps ...Endpoint) {
+	a := apis[api]
+	if a == nil {
+		panic("wire: endpoints for API " + api + ", which is not registered")
+	}
+	for _, ep := range eps {
+		if byPattern[ep.Pattern] != nil {
+			panic("wire: endpoint " + ep.Pattern + " registered twice")
+		}
+		if ep.Model != "" && !strings.Contains(ep.Pattern, "{"+ep.Model+"}") {
+			panic("wire: endpoint " + ep.Pattern + " has no wildcard {" + ep.Model + "}")
+		}
+		byPattern[ep.Pattern] = a
+		a.Endpoints = append(a.Endpoints, ep)
+	}
 }
 
 // RegisterKind adds an upstream provider kind.

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ttfx/ttfx/internal/provider/openai"
 	"github.com/ttfx/ttfx/internal/wire"
 )
 
@@ -40,7 +41,7 @@ const ResponsesAPIVersion = "2025-04-01-preview"
 
 func init() {
 	wire.RegisterKind(&wire.Kind{
-		Name: Kind, Families: []string{"openai"},
+		Name: Kind, Families: []string{openai.Family},
 		Authorize: func(h http.Header, key string) {
 			if key != "" { // an Entra ID channel has none: its token is its credential
 				h.Set("Api-Key", key)
@@ -53,7 +54,7 @@ func init() {
 		Settings:       settings,
 		Open:           open,
 		RateLimits:     rateLimits,
-		Example:        wire.Example{Host: "ttfx-east.openai.azure.com", Models: map[string][]string{"openai": {"gpt-4o-mini", "gpt-4o"}}},
+		Example:        wire.Example{Host: "ttfx-east.openai.azure.com", Models: map[string][]string{openai.Family: {"gpt-4o-mini", "gpt-4o"}}},
 	})
 }
 

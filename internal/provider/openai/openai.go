@@ -21,6 +21,12 @@ const (
 	Responses protocol.API = "openai.responses"
 )
 
+// The record's api of legacy completions and of embeddings.
+const (
+	Completions = "openai.completions"
+	Embeddings  = "openai.embeddings"
+)
+
 func init() {
 	// A chat finish_reason ends its choice, not the stream (n > 1). A
 	// non-streaming body (chat.completion, text_completion, an embeddings
@@ -44,7 +50,7 @@ func init() {
 		GenAIOperation: "chat", GenAIProvider: "openai",
 	}
 	completions := &wire.API{
-		Name: "openai.completions", Family: Family,
+		Name: Completions, Family: Family,
 		Endpoints: []wire.Endpoint{{Pattern: "POST /v1/completions", HasBody: true}},
 		// Legacy completions stream chat.completion-like chunks whose
 		// choices[].text is the text: the chat classifier reads them.
@@ -59,7 +65,7 @@ func init() {
 		GenAIOperation: "chat", GenAIProvider: "openai",
 	}
 	embeddings := &wire.API{
-		Name: "openai.embeddings", Family: Family,
+		Name: Embeddings, Family: Family,
 		Endpoints: []wire.Endpoint{{Pattern: "POST /v1/embeddings", HasBody: true}},
 		// An embeddings response has a chat-shaped usage member.
 		Response:       Chat,
