@@ -96,7 +96,7 @@ func keyIn(s []byte, names []string) bool {
 
 // keyIs reports whether the JSON string s (quotes included) decodes to
 // name; without an escape it compares the bytes, allocating nothing (the
-// top-level keys of every Anthropic request pass here).
+// top-level keys of every request a kind edits pass here).
 func keyIs(s []byte, name string) bool {
 	for _, c := range s {
 		if c == '\\' {
