@@ -183,10 +183,11 @@ func SparseRecord(id string, ts time.Time) record.Record {
 	}
 }
 
-// Insert stores recs or fails the test.
+// Insert stores recs or fails the test. Its deadline is Ctx's, a hang
+// guard: a fixed 30 s ran out on a ClickHouse insert beside stress-ng.
 func Insert(t testing.TB, s store.Store, recs ...record.Record) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithDeadline(context.Background(), callDeadline(t))
 	defer cancel()
 	if err := s.Insert(ctx, recs); err != nil {
 		t.Fatalf("insert: %v", err)
