@@ -57,9 +57,7 @@ func FuzzResponse(f *testing.F) {
 	f.Add([]byte(": ping\n\n"), uint8(1), true, uint16(503))
 	base, _ := url.Parse("http://fuzz.invalid")
 	f.Fuzz(func(t *testing.T, body []byte, apiSel uint8, stream bool, status uint16) {
-		// The APIs the benchmark client speaks (request units), not every
-		// client-facing API: bedrock.converse has none yet, and a Wire
-		// naming it cannot be built (Check refuses it).
+		// The APIs the benchmark client speaks (request units).
 		apis := request.APIs()
 		api := protocol.API(apis[int(apiSel)%len(apis)])
 		code := 100 + int(status)%500

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/ttfx/ttfx/internal/protocol"
-	"github.com/ttfx/ttfx/internal/sse"
 	"github.com/ttfx/ttfx/internal/timeline"
 )
 
@@ -254,7 +253,7 @@ func (c *Client) attempt(ctx, parent context.Context, body []byte, m *measuremen
 	m.row.Status, m.row.Phase, m.row.Error, m.row.ErrorCode = "", "", "", ""
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if c.Wire.Stream {
-		if mt != "text/event-stream" {
+		if mt != c.Wire.StreamType() {
 			b, _ := io.ReadAll(io.LimitReader(cr, maxErrorBody))
 			m.row.Bytes = cr.n
 			if info, err := protocol.ParseResponse(c.Wire.API, b); err == nil && info.Error {
@@ -277,7 +276,7 @@ func (c *Client) attempt(ctx, parent context.Context, body []byte, m *measuremen
 // byte is read and never waits to fill its buffer).
 func (c *Client) readStream(ctx, parent context.Context, body *countingReader, m *measurement) {
 	st := protocol.NewStream(c.Wire.API)
-	rd := sse.NewReader(body, 0)
+	rd := c.Wire.StreamReader(body)
 	var readErr error
 	r := &m.row
 	for {

@@ -396,16 +396,22 @@ func TestToolOnly(t *testing.T) {
 	}
 }
 
-// TestAPIs runs every API streaming and not.
+// TestAPIs runs every API streaming and not (bedrock.converse: frames
+// of AWS's event stream, read by the unit's reader).
 func TestAPIs(t *testing.T) {
 	srv := simServer(t, nil)
-	for _, api := range []string{"openai.chat", "openai.responses", "anthropic", "gemini"} {
+	for _, api := range []string{"openai.chat", "openai.responses", "anthropic", "gemini", "bedrock.converse"} {
 		for _, stream := range []bool{true, false} {
 			name := api + map[bool]string{true: "/stream", false: "/whole"}[stream]
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				o := opts(srv.URL, "fast", 2)
 				o.API, o.Stream = api, stream
+				if api == "bedrock.converse" {
+					// Bedrock refuses a request with neither a key nor a
+					// signature; the simulator takes any bearer key.
+					o.Key = "bench-key"
+				}
 				res := run(t, o)
 				for _, r := range res.Requests {
 					if r.Status != StatusOK || r.Tokens.Visible == nil || *r.Tokens.Visible != 60 || r.Tokens.Source != "usage" {

@@ -12,12 +12,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"sort"
 	"strings"
 
 	"github.com/ttfx/ttfx/internal/protocol"
+	"github.com/ttfx/ttfx/internal/sse"
 )
 
 // Wire builds the requests of a run in the wire format of its API.
@@ -118,7 +120,7 @@ func (w *Wire) NewRequest(ctx context.Context, body []byte) (*http.Request, erro
 	}
 	h.Set("User-Agent", ua)
 	if w.Stream {
-		h.Set("Accept", "text/event-stream")
+		h.Set("Accept", w.StreamType())
 	} else {
 		h.Set("Accept", "application/json")
 	}
@@ -164,6 +166,32 @@ type API struct {
 	// IncludeUsage is set when a stream of the API asks for its usage
 	// (recorded in the conditions).
 	IncludeUsage bool
+	// StreamType and NewReader are set for an API whose streams are not
+	// SSE (Bedrock's event stream): their media type and their reader,
+	// which yields each frame as a piece for the classifier.
+	StreamType string
+	NewReader  func(r io.Reader) PieceReader
+}
+
+// PieceReader yields a stream's pieces; *sse.Reader is the SSE one.
+type PieceReader interface {
+	Next() (*sse.Piece, error)
+}
+
+// StreamType is the media type of the run's streams.
+func (w *Wire) StreamType() string {
+	if t := w.api().StreamType; t != "" {
+		return t
+	}
+	return "text/event-stream"
+}
+
+// StreamReader returns the reader of a stream of the run's API.
+func (w *Wire) StreamReader(r io.Reader) PieceReader {
+	if a := w.api(); a.NewReader != nil {
+		return a.NewReader(r)
+	}
+	return sse.NewReader(r, 0)
 }
 
 // apis is filled at init time and read-only afterwards.
