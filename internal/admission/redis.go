@@ -157,8 +157,8 @@ const keyPrefix = "ttfx:{ttfx-admission}:"
 // forgotten and it is not among the replicas a fallback divides by).
 const HeartbeatEvery = time.Second
 
-// requestTimeout bounds a script run on a request's path: past it the
-// request is admitted by the fallback rather than held.
+// requestTimeout bounds a script run on a request's path by default: past
+// it the request is admitted by the fallback rather than held.
 const requestTimeout = 250 * time.Millisecond
 
 // SharedOptions configure a shared limiter.
@@ -171,6 +171,10 @@ type SharedOptions struct {
 	// Replica names this gateway among the replicas; empty: a random id.
 	Replica string
 	Log     *slog.Logger
+	// Timeout bounds what a request waits for Redis before the fallback
+	// decides for it (and the replica uses the fallback until the
+	// heartbeat finds Redis again); 0: 250 ms.
+	Timeout time.Duration
 }
 
 // SharedStatus says how the shared backend fares.
@@ -184,6 +188,7 @@ type SharedStatus struct {
 // shared is the Redis backend.
 type shared struct {
 	rdb      *redis.Client
+	timeout  time.Duration // a request's wait for Redis (SharedOptions.Timeout)
 	replica  string
 	log      *slog.Logger
 	fallback *memory // used while Redis is down, limits divided by replicas
@@ -224,12 +229,17 @@ func NewShared(rules []Rule, opts SharedOptions) (*Limiter, error) {
 		ro.Password = opts.Password
 	}
 	// Short timeouts and no retries: a Redis that is slow or gone must
-	// cost a request at most requestTimeout, after which the fallback
+	// cost a request at most its timeout, after which the fallback
 	// decides for it until the heartbeat finds Redis again.
-	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = 200*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = requestTimeout
+	}
+	ioTimeout := timeout * 4 / 5
+	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = ioTimeout, ioTimeout, ioTimeout
 	ro.MaxRetries = -1
-	ro.PoolTimeout = requestTimeout
-	s := &shared{rdb: redis.NewClient(ro), replica: opts.Replica, log: opts.Log, held: map[string]int{}, leases: map[string]*lease{},
+	ro.PoolTimeout = timeout
+	s := &shared{rdb: redis.NewClient(ro), replica: opts.Replica, log: opts.Log, timeout: timeout, held: map[string]int{}, leases: map[string]*lease{},
 		done: make(chan struct{})}
 	if s.replica == "" {
 		s.replica = randomID()
@@ -369,7 +379,7 @@ func (s *shared) take(ctx context.Context, now time.Time, cs []charge, waited ti
 			args = append(args, kind, c.limit, c.cost, int64(c.queue/time.Microsecond), want[i])
 		}
 		keys = append(keys, keyPrefix+"replicas")
-		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		rctx, cancel := context.WithTimeout(ctx, s.timeout)
 		r, err := takeScript.Run(rctx, s.rdb, keys, args...).Int64Slice()
 		cancel()
 		if err == nil && len(r) >= 5 {

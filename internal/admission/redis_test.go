@@ -12,14 +12,31 @@ import (
 	"github.com/ttfx/ttfx/internal/testenv"
 )
 
+// sharedLimiter is a shared limiter whose requests wait up to 10 s for
+// Redis: the tests count what Redis admitted, and on a loaded machine a
+// script run can pass the default 250 ms, after which the replica's
+// fallback share decides beside it (by design, as when Redis is down; a
+// stopped Redis refuses connections at once, so TestSharedRedisDown still
+// sees its fallback without waiting).
 func sharedLimiter(t *testing.T, r *testenv.Redis, replica string, rules ...Rule) *Limiter {
 	t.Helper()
-	l, err := NewShared(rules, SharedOptions{URL: r.URL(), Replica: replica})
+	l, err := NewShared(rules, SharedOptions{URL: r.URL(), Replica: replica, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(l.Close)
 	return l
+}
+
+// noFallback fails the test if a limiter let its fallback decide: the
+// counts the test checks are then not what Redis admitted.
+func noFallback(t *testing.T, ls ...*Limiter) {
+	t.Helper()
+	for i, l := range ls {
+		if st, ok := l.Shared(); !ok || st.Fallbacks != 0 {
+			t.Errorf("replica %d: %+v, want Redis to decide every request", i, st)
+		}
+	}
 }
 
 // burst sends n requests at once spread over ls and returns how many were
@@ -63,6 +80,7 @@ func TestSharedReplicas(t *testing.T) {
 	if st, ok := c.Shared(); !ok || !st.Up || st.Replicas != 3 {
 		t.Errorf("third replica's status %+v", st)
 	}
+	noFallback(t, a, b, c)
 }
 
 // TestSharedLeases: far from a limit, a replica admits from a lease it
@@ -130,6 +148,7 @@ func TestSharedLeases(t *testing.T) {
 	if admitted > limit+regen+1 {
 		t.Errorf("with a third replica %d admitted in all, want at most %d (+%d regenerated, +1)", admitted, limit, regen)
 	}
+	noFallback(t, a, b, c)
 	t.Logf("admitted %d of a limit of %d (+%d regenerated in %v); script runs: a %d, b %d",
 		admitted, limit, regen, time.Since(start).Round(time.Millisecond), ha.take.Load(), hb.take.Load())
 }
