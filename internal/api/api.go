@@ -479,15 +479,20 @@ func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error) 
 // storeUnreachable reports whether err says the store's database could not be
 // reached, rather than that it refused or failed the query: a dial or I/O
 // error on its connection (every driver wraps the net.Error), a
-// connection the driver found broken, or one cut mid-answer.
+// connection the driver found broken, or one cut mid-answer. A driver's
+// error that says the query never reached the server (SafeToRetry, as
+// PostgreSQL's driver says of "conn closed": a pooled connection the cut
+// had already closed) is one too.
 func storeUnreachable(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return false // a net.Error too, but the read's own deadline (answered above)
 	}
 	var ne net.Error
+	var unsent interface{ SafeToRetry() bool }
 	return errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed) ||
+		errors.As(err, &unsent) && unsent.SafeToRetry()
 }
 
 // MaxEcho bounds client-supplied text (a path, an id) that an error message
