@@ -94,12 +94,19 @@ func TestClickHouseOutage(t *testing.T) {
 
 	opts := storetest.FastRetry
 	opts.QueueSize = 200
-	// Room for an insert on a loaded machine; the cut connection is
-	// still noticed within it.
-	opts.WriteTimeout = 5 * time.Second
+	// Room for an insert on a loaded machine: beside stress-ng and the
+	// other ClickHouse tests, no insert finished within 5 s for a minute.
+	// The cut resets the connection, so the writer notices it at once
+	// whatever the timeout.
+	opts.WriteTimeout = 30 * time.Second
 	opts.FlushInterval = 50 * time.Millisecond
 	w := store.NewWriter(s, opts)
 	defer w.Close(context.Background())
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("writer at the end: %+v", w.Stats())
+		}
+	})
 	offered := 0
 	offer := func(n int) {
 		for range n {
