@@ -45,6 +45,26 @@ func TestSeedCommand(t *testing.T) {
 	if st.Method != store.MethodRollups {
 		t.Errorf("method %s", st.Method)
 	}
+	// The seeded fleet includes a bedrock channel: Converse records on
+	// both of its routes, and Anthropic Messages records through it.
+	byAPI, err := s.Stats(context.Background(), store.StatsQuery{Filter: store.Filter{From: now.Add(-49 * time.Hour), To: now.Add(time.Minute)},
+		GroupBy: []string{"channel", "api", "route"}, Fields: []string{"upstream_headers_ms"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, g := range byAPI.Groups {
+		seen[g.Key["channel"]+" "+g.Key["api"]+" "+g.Key["route"]] += g.Count
+	}
+	for _, want := range []string{
+		"seed-bedrock-main bedrock.converse POST /model/{target}/converse-stream",
+		"seed-bedrock-main bedrock.converse POST /model/{target}/converse",
+		"seed-bedrock-main anthropic POST /v1/messages",
+	} {
+		if seen[want] == 0 {
+			t.Errorf("no seeded record of %s: %v", want, seen)
+		}
+	}
 	old, err := s.List(context.Background(), store.Filter{To: now.Add(-48*time.Hour - time.Second), Limit: 1})
 	if err != nil || len(old.Records) != 0 {
 		t.Errorf("records older than two days: %v %v", old.Records, err)

@@ -103,6 +103,7 @@ type behaviour struct {
 // apiShare is an API a channel serves, with the models it serves it with.
 type apiShare struct {
 	api, route string
+	whole      string // the route of a non-streaming request, when it has its own
 	share      float64
 	models     []model
 }
@@ -162,7 +163,7 @@ func channels() []channel {
 					ms[i] = speeds[i%len(speeds)]
 					ms[i].name = n
 				}
-				ch.apis = append(ch.apis, apiShare{api: a.Name, route: a.Endpoints[0].Pattern, share: 1, models: ms})
+				ch.apis = append(ch.apis, apiShare{api: a.Name, route: a.Endpoints[0].Pattern, whole: wholeRoute(a), share: 1, models: ms})
 			}
 			if len(ch.apis) > 0 {
 				fleet = append(fleet, ch)
@@ -173,6 +174,29 @@ func channels() []channel {
 		panic("seed: no linked provider kind gives an example channel (link internal/provider/all)")
 	}
 	return fleet
+}
+
+// wholeRoute is the route of a's non-streaming requests when a streams on
+// a route of its own (Converse: /model/{target}/converse-stream, and
+// /converse for a whole answer): its first endpoint's target names a
+// streaming method, and another of its own endpoints' a whole answer.
+// "": the same route serves both.
+func wholeRoute(a *wire.API) string {
+	const model = "m"
+	if t := a.Endpoints[0].Target; t == nil {
+		return ""
+	} else if _, stream, err := t(model); err != nil || !stream {
+		return ""
+	}
+	for _, ep := range a.Endpoints[1:] {
+		if ep.Target == nil || ep.Path != "" {
+			continue
+		}
+		if _, stream, err := ep.Target(model); err == nil && !stream {
+			return ep.Pattern
+		}
+	}
+	return ""
 }
 
 var (
@@ -234,6 +258,9 @@ func (g *Generator) Next() record.Record {
 	a := ch.apis[g.pick(len(ch.apis), func(k int) float64 { return ch.apis[k].share })]
 	m := a.models[g.rng.IntN(len(a.models))]
 	r.API, r.Route, r.Model = a.api, a.route, m.name
+	if !r.Stream && a.whole != "" {
+		r.Route = a.whole
+	}
 	r.Inflight = record.Inflight{Gateway: 1 + g.rng.IntN(60), Channel: 1 + g.rng.IntN(15)}
 
 	status := record.StatusOK

@@ -1,6 +1,7 @@
 package seed
 
 import (
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -22,6 +23,7 @@ func TestRecordsArePlausible(t *testing.T) {
 	labels := map[string]int{}
 	dims := map[string]map[string]bool{"channel": {}, "model": {}, "group": {}, "api": {}}
 	streams, retried := 0, 0
+	routes := map[string]bool{} // api + " " + route, by streaming or not
 	var prev time.Time
 	for !g.Done() {
 		r := g.Next()
@@ -48,6 +50,8 @@ func TestRecordsArePlausible(t *testing.T) {
 		dims["model"][r.Model] = true
 		dims["group"][r.Group] = true
 		dims["api"][r.API] = true
+		routes[fmt.Sprintf("%s %s stream=%v", r.API, r.Route, r.Stream)] = true
+		routes[r.Channel+" serves "+r.API] = true
 		if r.Stream {
 			streams++
 		} else if r.FirstSSEEventMs.Valid() || r.FirstTextDeltaMs.Valid() || r.VisibleOutputTPS.Valid() {
@@ -98,8 +102,33 @@ func TestRecordsArePlausible(t *testing.T) {
 	if r := float64(retried) / n; r < 0.01 || r > 0.03 {
 		t.Errorf("retried share %.3f, want about 0.02", r)
 	}
-	if len(dims["channel"]) < 6 || len(dims["model"]) < 7 || len(dims["group"]) < 4 || len(dims["api"]) != 4 {
-		t.Errorf("too little variety: %v", dims)
+	fleetAPIs := map[string]bool{}
+	for _, ch := range channels() {
+		for _, a := range ch.apis {
+			fleetAPIs[a.api] = true
+		}
+	}
+	if len(dims["channel"]) < 6 || len(dims["model"]) < 7 || len(dims["group"]) < 4 || len(dims["api"]) != len(fleetAPIs) || len(fleetAPIs) < 5 {
+		t.Errorf("too little variety: %v (the fleet serves %v)", dims, fleetAPIs)
+	}
+	// Bedrock's Converse streams on a route of its own: a whole answer's
+	// record names /converse.
+	for _, want := range []string{
+		"bedrock.converse POST /model/{target}/converse-stream stream=true",
+		"bedrock.converse POST /model/{target}/converse stream=false",
+		"anthropic POST /v1/messages stream=false",
+		// A bedrock channel serves Converse clients and Anthropic ones.
+		ChannelPrefix + "bedrock-main serves bedrock.converse", ChannelPrefix + "bedrock-main serves anthropic",
+		"openai.chat POST /v1/chat/completions stream=true",
+	} {
+		if !routes[want] {
+			t.Errorf("no record of %s: %v", want, routes)
+		}
+	}
+	for rt := range routes {
+		if strings.HasPrefix(rt, "bedrock.converse POST /model/{target}/converse-stream stream=false") || strings.HasPrefix(rt, "bedrock.converse POST /model/{target}/converse stream=true") {
+			t.Errorf("a record's route does not match its streaming: %s", rt)
+		}
 	}
 	// The fleet is the registry's: a channel for every kind with an
 	// example, each serving an API of the kind's families.

@@ -78,6 +78,13 @@ func init() {
 		Settings:       settings,
 		DefaultBaseURL: defaultBaseURL,
 		Open:           open,
+		// Converse serves every model family on Bedrock; Anthropic
+		// clients reach Claude through InvokeModel. The ids are Bedrock's
+		// (a cross-region inference profile's among them).
+		Example: wire.Example{Host: "bedrock-runtime.us-east-1.amazonaws.com", Models: map[string][]string{
+			Family:           {"amazon.nova-lite-v1:0", "us.anthropic.claude-sonnet-4-5-20250929-v1:0", "meta.llama3-3-70b-instruct-v1:0"},
+			anthropic.Family: {"anthropic.claude-haiku-4-5-20251001-v1:0", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"},
+		}},
 		Framings: map[string]*wire.Framing{
 			// InvokeModelWithResponseStream: each chunk carries one
 			// Anthropic stream event, which the client gets as SSE.
