@@ -142,8 +142,12 @@ type Key struct {
 type Channel struct {
 	Name     string `yaml:"name"`
 	Protocol string `yaml:"protocol"` // the provider kind (internal/wire: a registered unit)
-	BaseURL  string `yaml:"base_url"`
-	KeyEnv   string `yaml:"key_env"`
+	// Families, when set, are the API families of the kind's that the
+	// channel serves (the zero-config gateway's channels: each its own
+	// kind's family); not a configuration key.
+	Families []string `yaml:"-"`
+	BaseURL  string   `yaml:"base_url"`
+	KeyEnv   string   `yaml:"key_env"`
 	// KeyFile is a file holding the upstream key (a mounted secret),
 	// read at start and at every reload; instead of KeyEnv.
 	KeyFile string `yaml:"key_file"`

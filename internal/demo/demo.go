@@ -1,6 +1,7 @@
 // Package demo runs `ttfx demo`: a zero-config gateway and simulator in
-// this process, the seed's three traces and a short mixed load through it,
-// and a table of what the gateway recorded and diagnosed.
+// this process, the seed's three traces (through every API the benchmark
+// client speaks) and a short mixed load through it, and a table of what
+// the gateway recorded and diagnosed.
 package demo
 
 import (
@@ -19,6 +20,7 @@ import (
 
 	"github.com/ttfx/ttfx/internal/api"
 	"github.com/ttfx/ttfx/internal/auth"
+	"github.com/ttfx/ttfx/internal/bench/request"
 	"github.com/ttfx/ttfx/internal/diagnose"
 	"github.com/ttfx/ttfx/internal/protocol"
 	"github.com/ttfx/ttfx/internal/record"
@@ -104,18 +106,23 @@ func Run(ctx context.Context, opts Options) error {
 	fmt.Fprintln(out, "(the demo-* keys are replaced on each demo run; `ttfx keys new` makes lasting ones)")
 	fmt.Fprintln(out)
 	mixed := mixedLoad()
-	fmt.Fprintf(out, "sending traces A, B, C and a mixed load of %d requests (about 21 s: trace C generates for 20 s)...\n\n", len(mixed))
+	apis := traceAPIs()
+	fmt.Fprintf(out, "sending traces A, B, C through %d APIs and a mixed load of %d requests (about 21 s: trace C generates for 20 s)...\n\n", len(apis), len(mixed))
 	start := time.Now()
 	cl := &client{base: srv.URL(), key: clientKey}
 	var wg sync.WaitGroup
-	traceIDs := make([]string, len(Traces))
-	traceErrs := make([]error, len(Traces))
-	for i, tr := range Traces {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			traceIDs[i], traceErrs[i] = cl.do(ctx, call{protocol.API(wire.Default().Name), tr.Model})
-		}()
+	// traceIDs[a][i]: trace i sent in API apis[a] (the default API first).
+	traceIDs := make([][]string, len(apis))
+	traceErrs := make([][]error, len(apis))
+	for a, api := range apis {
+		traceIDs[a], traceErrs[a] = make([]string, len(Traces)), make([]error, len(Traces))
+		for i, tr := range Traces {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				traceIDs[a][i], traceErrs[a][i] = cl.do(ctx, call{api, tr.Model})
+			}()
+		}
 	}
 	mixedIDs := make([]string, len(mixed))
 	wg.Add(1)
@@ -140,21 +147,24 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	ac := &api.Client{BaseURL: srv.URL(), Key: demoKey}
 	var failed []string
-	recs := make([]record.Record, len(Traces))
-	for i, id := range traceIDs {
-		if traceErrs[i] != nil {
-			return fmt.Errorf("%s: %w", Traces[i].Model, traceErrs[i])
-		}
-		if recs[i], err = ac.AwaitRequest(ctx, id, 10*time.Second); err != nil {
-			return err
+	recs := make([][]record.Record, len(apis))
+	for a := range apis {
+		recs[a] = make([]record.Record, len(Traces))
+		for i, id := range traceIDs[a] {
+			if traceErrs[a][i] != nil {
+				return fmt.Errorf("%s %s: %w", apis[a], Traces[i].Model, traceErrs[a][i])
+			}
+			if recs[a][i], err = ac.AwaitRequest(ctx, id, 10*time.Second); err != nil {
+				return err
+			}
+			if r := recs[a][i]; len(r.Diagnosis) == 0 || r.Diagnosis[0] != Traces[i].Verdict || r.API != string(apis[a]) {
+				failed = append(failed, fmt.Sprintf("%s %s: api %s status %s verdict %v, want %s", apis[a], Traces[i].Model, r.API, r.Status, r.Diagnosis, Traces[i].Verdict))
+			}
 		}
 	}
-	writeTraces(out, recs)
-	for i, r := range recs {
-		if len(r.Diagnosis) == 0 || r.Diagnosis[0] != Traces[i].Verdict {
-			failed = append(failed, fmt.Sprintf("%s: verdict %v, want %s", Traces[i].Model, r.Diagnosis, Traces[i].Verdict))
-		}
-	}
+	writeTraces(out, recs[0])
+	fmt.Fprintln(out)
+	writeVerdicts(out, apis, recs)
 	var mixedRecs []record.Record
 	for _, id := range mixedIDs {
 		if id == "" {
@@ -169,7 +179,7 @@ func Run(ctx context.Context, opts Options) error {
 	fmt.Fprintf(out, "\ndone in %.1f s\n\n", time.Since(start).Seconds())
 
 	fmt.Fprintln(out, "where to look next:")
-	fmt.Fprintf(out, "  ttfx diagnose --url %s --key %s %s   # trace B, stage by stage\n", srv.URL(), demoKey, traceIDs[1])
+	fmt.Fprintf(out, "  ttfx diagnose --url %s --key %s %s   # trace B, stage by stage\n", srv.URL(), demoKey, traceIDs[0][1])
 	fmt.Fprintf(out, "  curl -H 'Authorization: Bearer %s' %s/api/requests?label=generation_slow\n", demoKey, srv.URL())
 	fmt.Fprintf(out, "  curl -H 'Authorization: Bearer %s' '%s/api/stats?group_by=model'\n", demoKey, srv.URL())
 	fmt.Fprintf(out, "  curl %s/metrics\n", srv.URL())
@@ -186,6 +196,42 @@ func Run(ctx context.Context, opts Options) error {
 		<-ctx.Done()
 	}
 	return nil
+}
+
+// traceAPIs are the APIs the traces are sent in: the default API first,
+// then every other one the benchmark client speaks (each reaches the
+// simulator through its family's zero-config channel).
+func traceAPIs() []protocol.API {
+	out := []protocol.API{protocol.API(wire.Default().Name)}
+	for _, a := range request.APIs() {
+		if a != string(out[0]) {
+			out = append(out, protocol.API(a))
+		}
+	}
+	return out
+}
+
+// writeVerdicts prints the primary verdict of each trace in each API.
+func writeVerdicts(w io.Writer, apis []protocol.API, recs [][]record.Record) {
+	fmt.Fprintln(w, "the same traces through each API, primary verdicts (SPEC §4 says the same for every API):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "api\tchannel")
+	for _, tr := range Traces {
+		fmt.Fprintf(tw, "\t%s", tr.Model)
+	}
+	fmt.Fprintln(tw)
+	for a, api := range apis {
+		fmt.Fprintf(tw, "%s\t%s", api, recs[a][0].Channel)
+		for _, r := range recs[a] {
+			verdict := "-"
+			if len(r.Diagnosis) > 0 {
+				verdict = r.Diagnosis[0]
+			}
+			fmt.Fprintf(tw, "\t%s", verdict)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
 }
 
 func writeTraces(w io.Writer, recs []record.Record) {

@@ -31,6 +31,9 @@ type Timeouts struct {
 type Channel struct {
 	Name     string
 	Protocol string // the provider kind (a registered internal/wire kind)
+	// Families are the API families the channel serves, of its kind's;
+	// empty: all of them.
+	Families []string
 	BaseURL  *url.URL
 	Key      string   // the channel's own upstream key; never the client's
 	Models   []string // exact names or globs (see Match); empty matches every model
@@ -81,7 +84,7 @@ func (c *Channel) Release() { c.inflight.Add(-1) }
 // An empty model (GET /v1/models names none) is served by every channel of
 // the protocol that the group may use.
 func (c *Channel) Serves(protocol, model, group string) bool {
-	if !wire.Serves(c.Protocol, protocol) {
+	if !wire.Serves(c.Protocol, protocol) || len(c.Families) > 0 && !slices.Contains(c.Families, protocol) {
 		return false
 	}
 	if len(c.Groups) > 0 && !slices.Contains(c.Groups, group) {

@@ -1,6 +1,11 @@
 package route
 
-import "testing"
+import (
+	"net/http"
+	"testing"
+
+	"github.com/ttfx/ttfx/internal/wire"
+)
 
 func names(cs []*Channel) []string {
 	var out []string
@@ -70,5 +75,23 @@ func TestMatch(t *testing.T) {
 	c := &Channel{Protocol: "openai", Models: []string{"gpt-4o"}}
 	if !c.Serves("openai", "", "") {
 		t.Error("GET /v1/models (no model) not served by a channel with exact models")
+	}
+}
+
+// TestFamilies: a channel restricted to some of its kind's families (the
+// zero-config gateway's) serves only those; unrestricted, all of them.
+func TestFamilies(t *testing.T) {
+	wire.RegisterKind(&wire.Kind{Name: "two-families", Families: []string{"fam-a", "fam-b"}, Authorize: func(http.Header, string) {}})
+	all := &Channel{Name: "all", Protocol: "two-families", Weight: 1}
+	own := &Channel{Name: "own", Protocol: "two-families", Families: []string{"fam-a"}, Weight: 1}
+	r := NewRouter([]*Channel{all, own}, 1)
+	if got := names(r.Candidates("fam-a", "m", "")); len(got) != 2 {
+		t.Errorf("fam-a candidates = %v, want both", got)
+	}
+	if got := names(r.Candidates("fam-b", "m", "")); len(got) != 1 || got[0] != "all" {
+		t.Errorf("fam-b candidates = %v, want [all]", got)
+	}
+	if own.Serves("fam-b", "", "") || own.Serves("fam-c", "m", "") || !own.Serves("fam-a", "", "") {
+		t.Error("the restricted channel serves a family it was not given, or not its own")
 	}
 }

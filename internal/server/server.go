@@ -520,8 +520,10 @@ func (s *Server) startSim(profiles map[string]sim.Profile) error {
 	return nil
 }
 
-// simChannels are the zero-config channels: one per provider kind the
-// simulator speaks, all models.
+// simChannels are the zero-config channels: one per provider kind that
+// asks for one, all models, each serving only the family its kind is
+// named for (Anthropic clients reach sim-anthropic, never the bedrock
+// kind's InvokeModel).
 func (s *Server) simChannels() []config.Channel {
 	base := s.SimURL()
 	var out []config.Channel
@@ -531,7 +533,7 @@ func (s *Server) simChannels() []config.Channel {
 		}
 		p := k.Name
 		out = append(out, config.Channel{
-			Name: "sim-" + p, Protocol: p, BaseURL: base, Region: "local", Weight: 1,
+			Name: "sim-" + p, Protocol: p, Families: []string{p}, BaseURL: base, Region: "local", Weight: 1,
 			Timeouts: config.DefaultTimeouts, Secret: "sim-key",
 		})
 	}
@@ -559,7 +561,7 @@ func buildChannels(cs []config.Channel, ups *kindStates) ([]*route.Channel, erro
 		}
 		t := c.Timeouts.WithDefaults()
 		out = append(out, &route.Channel{
-			Name: c.Name, Protocol: c.Protocol, BaseURL: u, Key: c.Secret,
+			Name: c.Name, Protocol: c.Protocol, Families: c.Families, BaseURL: u, Key: c.Secret,
 			Models: c.Models.Patterns, Upstream: c.Models.Upstream, Groups: c.Groups, Region: c.Region, Provider: provider,
 			Priority: c.Priority, Weight: max(c.Weight, 1), NoStreamUsage: c.StreamUsage != nil && !*c.StreamUsage, Hooks: up,
 			Timeouts: route.Timeouts{Headers: t.Headers.D(), FirstOutput: t.FirstOutput.D(), Idle: t.Idle.D(), Total: t.Total.D()},

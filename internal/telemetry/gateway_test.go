@@ -134,6 +134,10 @@ func (g *gateway) do(api, model, key string) (string, error) {
 		req, _ = http.NewRequest("POST", g.url+"/v1beta/models/"+model+":streamGenerateContent?alt=sse",
 			strings.NewReader(`{"contents":[{"role":"user","parts":[{"text":"`+promptCanary+`"}]}]}`))
 		req.Header.Set("x-goog-api-key", key)
+	case "bedrock.converse":
+		req, _ = http.NewRequest("POST", g.url+"/model/"+model+"/converse-stream",
+			strings.NewReader(`{"messages":[{"role":"user","content":[{"text":"`+promptCanary+`"}]}]}`))
+		req.Header.Set("Authorization", "Bearer "+key)
 	default:
 		return "", fmt.Errorf("api %q", api)
 	}
@@ -277,7 +281,7 @@ func TestGatewayMetricsMatchRequests(t *testing.T) {
 		calls = append(calls, call{"openai.chat", "tools"})
 	}
 	calls = append(calls, call{"openai.chat", "down"}, call{"openai.chat", "down"},
-		call{"anthropic", "quick"}, call{"gemini", "quick"}, call{"anthropic", "tools"})
+		call{"anthropic", "quick"}, call{"gemini", "quick"}, call{"anthropic", "tools"}, call{"bedrock.converse", "quick"})
 	var ids []string
 	for _, c := range calls {
 		ids = append(ids, g.call(t, c.api, c.model, g.client))
@@ -336,8 +340,16 @@ func TestGatewayMetricsMatchRequests(t *testing.T) {
 	if n, _ := histo(fams, "ttfx_visible_output_tokens_per_second", map[string]string{"model": "tools"}); n != 0 {
 		t.Errorf("a tool-only request has a visible TPS observation (%d)", n)
 	}
-	if n, _ := histo(fams, "ttfx_time_to_first_text_seconds", nil); n != 6 {
-		t.Errorf("first text observations = %d, want 6 (4 chat + anthropic + gemini)", n)
+	if n, _ := histo(fams, "ttfx_time_to_first_text_seconds", nil); n != 7 {
+		t.Errorf("first text observations = %d, want 7 (4 chat + anthropic + gemini + bedrock.converse)", n)
+	}
+	// Bedrock's Converse is an api label like the others (a closed set:
+	// the registered APIs), through the zero-config bedrock channel.
+	if n, _ := histo(fams, "ttfx_time_to_first_text_seconds", map[string]string{"api": "bedrock.converse", "model": "quick", "channel": "sim-bedrock"}); n != 1 {
+		t.Errorf("first text observations of bedrock.converse on sim-bedrock = %d, want 1", n)
+	}
+	if got := counter(fams, "ttfx_requests_total", map[string]string{"api": "bedrock.converse", "status": record.StatusOK}); got != 1 {
+		t.Errorf("requests_total{api=bedrock.converse,status=ok} = %v, want 1", got)
 	}
 
 	statuses := map[string]float64{}
@@ -349,7 +361,7 @@ func TestGatewayMetricsMatchRequests(t *testing.T) {
 			t.Errorf("requests_total{status=%s} = %v, records say %v", st, got, n)
 		}
 	}
-	if statuses[record.StatusOK] != 10 || statuses[record.StatusUpstreamHTTPError] != 2 || statuses[record.StatusAuthFailed] != 1 {
+	if statuses[record.StatusOK] != 11 || statuses[record.StatusUpstreamHTTPError] != 2 || statuses[record.StatusAuthFailed] != 1 {
 		t.Errorf("statuses %v", statuses)
 	}
 	labels := map[string]float64{}

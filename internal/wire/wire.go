@@ -193,7 +193,8 @@ type Kind struct {
 	// gateway passes on (never the client's credentials).
 	ForwardHeaders []string
 	// ZeroConfig marks a kind the zero-config gateway gives a simulator
-	// channel (one per API family: the provider's own kind).
+	// channel (one per API family: the provider's own kind, whose Name is
+	// the family; the channel serves that family only).
 	ZeroConfig bool
 	// URL builds the upstream URL of a request; nil joins the channel's
 	// base and the client's path and query (JoinURL).
