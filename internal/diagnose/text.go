@@ -140,6 +140,12 @@ func writeWaterfall(w io.Writer, rec record.Record) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "  upstream_headers_ms %s (t2 − t1)   relay lag %s (first text sent − t5)\n", ms2(f.UpstreamHeadersMs), ms2(f.RelayLag()))
+	if f.UpstreamAuthMs.Valid() {
+		fmt.Fprintf(w, "  upstream_auth_ms %s (waiting for the channel's credentials on this request's path)\n", ms2(f.UpstreamAuthMs))
+	}
+	if rec.ProviderLatencyMs.Valid() {
+		fmt.Fprintf(w, "  provider_latency_ms %s (the provider's own figure, its own origin: not a mark)\n", ms2(rec.ProviderLatencyMs))
+	}
 	t := rec.Tokens
 	fmt.Fprintf(w, "  tokens: input %s, output %s, reasoning %s, visible %s (source %s)\n", count(t.Input), count(t.Output), count(t.Reasoning), count(t.Visible), orDash(t.Source))
 	fmt.Fprintf(w, "  visible output %s tokens/s, inter-token latency %s ms\n", rec.VisibleOutputTPS, ms2(rec.InterTokenLatencyMs))

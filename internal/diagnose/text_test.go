@@ -53,6 +53,19 @@ func TestWriteText(t *testing.T) {
 	if !strings.Contains(b.String(), "t5 first visible text         -") {
 		t.Errorf("absent t5 not shown as absent:\n%s", b.String())
 	}
+	// The upstream credentials' wait and the provider's own latency are
+	// printed when the record has them, and only then.
+	if strings.Contains(b.String(), "upstream_auth_ms") || strings.Contains(b.String(), "provider_latency_ms") {
+		t.Errorf("absent upstream_auth_ms or provider_latency_ms printed:\n%s", b.String())
+	}
+	rc.UpstreamAuthMs, rc.ProviderLatencyMs = span(403.7), span(9874)
+	b.Reset()
+	WriteText(&b, rc, rep)
+	for _, want := range []string{"\n  upstream_auth_ms 403.7 (waiting", "\n  provider_latency_ms 9874.0 (the provider's own figure"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
 }
 
 // TestWriteTextRouting: a hedge race and the channels skipped as ejected

@@ -14,6 +14,7 @@ import (
 	"github.com/ttfx/ttfx/internal/diagnose"
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/store"
+	"github.com/ttfx/ttfx/internal/timeline"
 )
 
 // cell returns the text of the cell data-col=col in the row of field.
@@ -560,5 +561,26 @@ func TestRequestDetailUpstreamModel(t *testing.T) {
 	}
 	if b := fx.get(t, "/ui/view/request/req-same", keyAdmin).body; strings.Contains(b, "data-upstream-model") {
 		t.Error("a request served under the name asked shows an upstream name")
+	}
+}
+
+// TestRequestDetailProviderFigures: a Bedrock Converse record's detail
+// names its API and shows the provider's own latency and the wait for the
+// channel's credentials beside the marks; a record without them shows
+// neither row.
+func TestRequestDetailProviderFigures(t *testing.T) {
+	conv := traceB("req-converse", "team-a", now.Add(-time.Minute))
+	conv.API, conv.Route = "bedrock.converse", "POST /model/{target}/converse-stream"
+	conv.ProviderLatencyMs, conv.UpstreamAuthMs = timeline.SpanOf(9874*time.Millisecond), timeline.SpanOf(403700*time.Microsecond)
+	plain := traceB("req-plain", "team-a", now.Add(-time.Minute))
+	fx := newFixture(t, append(standardRecords(), conv, plain), nil)
+	b := fx.get(t, "/ui/view/request/req-converse", keyAdmin).body
+	for _, re := range []string{`via bedrock\.converse</span>`, `data-provider-latency>9[ ,.]?874`, `data-upstream-auth>404`} {
+		if !regexp.MustCompile(re).MatchString(b) {
+			t.Errorf("the Converse record's detail lacks %s", re)
+		}
+	}
+	if b := fx.get(t, "/ui/view/request/req-plain", keyAdmin).body; strings.Contains(b, "data-provider-latency") || strings.Contains(b, "data-upstream-auth") {
+		t.Error("a record without the provider's latency or a credentials wait shows them")
 	}
 }
