@@ -17,7 +17,7 @@ import (
 )
 
 func init() {
-	register(command{name: "inspect", summary: "classify a recorded .sse stream offline: each event's kind and where the milestones fell", run: runInspect})
+	register(command{name: "inspect", summary: "classify a recorded stream (.sse, or an AWS event-stream file) offline: each event's kind and where the milestones fell", run: runInspect})
 }
 
 var inspectUsage = `usage: ttfx inspect [--api API] FILE|-
@@ -33,6 +33,13 @@ event), milestones (first_event, first_response, first_text where they fell)
    "finish_reason","usage","events","tokens"}}
 
 first_* are event indexes or null; terminal is done, truncated or error.
+
+A stream in AWS's binary event stream (application/vnd.amazon.eventstream,
+as Bedrock sends it) is recognised by its bytes: each frame is one event,
+or, for frames that carry another API's events (InvokeModel's chunks), the
+event inside. A file cut inside a frame, or with a frame whose checksum
+does not match, lists the events before it, and the summary names why
+it ended in "read_error".
 
 API is one of ` + apiList() + `; without
 --api it is detected from the stream.
@@ -122,9 +129,13 @@ type inspectSummary struct {
 	Terminal      protocol.Terminal `json:"terminal"`
 	FinishReason  *string           `json:"finish_reason"`
 	ErrorCode     string            `json:"error_code,omitempty"`
-	Usage         protocol.Usage    `json:"usage"`
-	Events        protocol.Counts   `json:"events"`
-	Tokens        inspectTokens     `json:"tokens"`
+	// ReadError is why a framed stream could not be read to its end (cut
+	// inside a frame, a checksum mismatch); its events before that are
+	// listed.
+	ReadError string          `json:"read_error,omitempty"`
+	Usage     protocol.Usage  `json:"usage"`
+	Events    protocol.Counts `json:"events"`
+	Tokens    inspectTokens   `json:"tokens"`
 }
 
 // inspectTokens are the §3 token counts, null where unknown.
@@ -159,6 +170,14 @@ func inspect(w io.Writer, data []byte, api protocol.API, framing *wire.Framing) 
 	for {
 		p, err := r.Next()
 		if err == io.EOF {
+			break
+		}
+		if err != nil && framing != nil {
+			// A framed stream cut inside a frame, or one whose frame
+			// does not check: the events before it are the stream, as
+			// the gateway relayed them, and the summary says why it
+			// ended.
+			sum.ReadError = err.Error()
 			break
 		}
 		if err != nil {

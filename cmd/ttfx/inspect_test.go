@@ -99,8 +99,14 @@ type summaryLine struct {
 		FirstText     *int            `json:"first_text"`
 		Terminal      string          `json:"terminal"`
 		FinishReason  *string         `json:"finish_reason"`
+		ErrorCode     string          `json:"error_code"`
+		ReadError     string          `json:"read_error"`
 		Usage         json.RawMessage `json:"usage"`
 		Events        map[string]int  `json:"events"`
+		Tokens        struct {
+			Visible *int   `json:"visible"`
+			Source  string `json:"source"`
+		} `json:"tokens"`
 	} `json:"summary"`
 }
 
@@ -108,6 +114,7 @@ type eventLine struct {
 	Index *int     `json:"index"`
 	Kind  string   `json:"kind"`
 	Kinds []string `json:"kinds"`
+	Type  string   `json:"type"`
 	Bytes int      `json:"bytes"`
 }
 
