@@ -65,6 +65,11 @@ func Register(api API, c *Classifier) {
 	classifiers[api] = c
 }
 
+// Lookup returns the classifier registered for api, or nil: for a unit
+// whose streams carry another API's events inside (Bedrock's InvokeModel
+// chunks hold Anthropic's), called after that API's unit registered.
+func Lookup(api API) *Classifier { return classifiers[api] }
+
 // APIs returns the APIs a classifier is registered for, by name.
 func APIs() []API {
 	out := make([]API, 0, len(classifiers))

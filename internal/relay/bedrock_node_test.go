@@ -60,18 +60,20 @@ type aiAnswer struct{ Text, Finish, Error string }
 type nodeAnswer struct {
 	Text, Tool, Stop, Finish, First, Last string
 	LatencyMs, OutputTokens               int
+	FirstTextMs                           float64 // by the client's clock, from just before its call
 	Error                                 *nodeErr
 }
 
 // TestNodeBedrockSDKs: the official Node clients of Bedrock against the
 // simulator's Bedrock side directly with SigV4 (@aws-sdk/client-bedrock-runtime:
-// ConverseStream, Converse, InvokeModelWithResponseStream;
+// ConverseStream, Converse, InvokeModelWithResponseStream, InvokeModel;
 // @anthropic-ai/bedrock-sdk; @ai-sdk/amazon-bedrock), and through the
 // gateway over HTTPS with the ttfx key as a Bedrock API key and an endpoint
-// override (the AWS client's Converse calls, @ai-sdk/amazon-bedrock, and
-// @anthropic-ai/sdk to the bedrock channel): streams, plain answers, tool
-// use, a 429 as ThrottlingException, a 500, a cut stream, each raised as
-// the SDK's own error, and the records agree with what the clients read.
+// override (the AWS client's Converse and InvokeModel calls,
+// @ai-sdk/amazon-bedrock, and @anthropic-ai/sdk to the bedrock channel):
+// streams, plain answers, tool use, a 429 as ThrottlingException, a 500, a
+// cut stream, each raised as the SDK's own error, and the records agree
+// with what the clients read, the client's clock with the record's.
 func TestNodeBedrockSDKs(t *testing.T) {
 	t.Parallel()
 	const key = "upstream-key-brkn"
@@ -82,7 +84,7 @@ func TestNodeBedrockSDKs(t *testing.T) {
 
 	var direct struct {
 		ConverseStream, ConverseTool, Converse429, Converse500, ConverseCut, ConversePlain nodeAnswer
-		InvokeStream                                                                       nodeAnswer
+		InvokeStream, Invoke429, InvokeCut, InvokePlain                                    nodeAnswer
 		AnthropicStream, AnthropicTool, Anthropic429, AnthropicPlain                       nodeAnswer
 		AIStream, AIPlain                                                                  aiAnswer
 	}
@@ -107,6 +109,15 @@ func TestNodeBedrockSDKs(t *testing.T) {
 	}
 	if a := direct.InvokeStream; a.Error != nil || a.Text == "" || a.First != "message_start" || a.Last != "message_stop" {
 		t.Errorf("client-bedrock-runtime InvokeModelWithResponseStream: %+v", a)
+	}
+	if a := direct.Invoke429; a.Error == nil || a.Error.Name != "ThrottlingException" || a.Error.Status != 429 {
+		t.Errorf("client-bedrock-runtime InvokeModelWithResponseStream status-429: %+v %+v", a, a.Error)
+	}
+	if a := direct.InvokeCut; a.Error == nil || a.Text == "" {
+		t.Errorf("client-bedrock-runtime InvokeModelWithResponseStream cut: %+v", a)
+	}
+	if a := direct.InvokePlain; a.Error != nil || a.Text != direct.InvokeStream.Text || a.Stop != "end_turn" {
+		t.Errorf("client-bedrock-runtime InvokeModel: %+v", a)
 	}
 	if a := direct.AnthropicStream; a.Error != nil || a.Text == "" || a.Stop != "end_turn" {
 		t.Errorf("@anthropic-ai/bedrock-sdk stream: %+v", a)
@@ -135,6 +146,7 @@ func TestNodeBedrockSDKs(t *testing.T) {
 	}
 	var via struct {
 		ConverseStream, ConverseTool, Converse429, Converse500, ConverseCut, ConversePlain nodeAnswer
+		InvokeStream, Invoke429, InvokeCut, InvokePlain                                    nodeAnswer
 		AIStream, AI429                                                                    aiAnswer
 		AnthropicStream, AnthropicTool, Anthropic429, AnthropicCut                         nodeAnswer
 	}
@@ -157,6 +169,20 @@ func TestNodeBedrockSDKs(t *testing.T) {
 	if a := via.ConversePlain; a.Error != nil || a.Text != direct.ConverseStream.Text {
 		t.Errorf("client-bedrock-runtime Converse through the gateway: %+v", a)
 	}
+	// InvokeModel through the gateway: the same events, Bedrock's
+	// exceptions as the SDK's error types.
+	if a := via.InvokeStream; a.Error != nil || a.Text != direct.InvokeStream.Text || a.First != "message_start" || a.Last != "message_stop" || a.LatencyMs <= 0 {
+		t.Errorf("client-bedrock-runtime InvokeModelWithResponseStream through the gateway: %+v", a)
+	}
+	if a := via.Invoke429; a.Error == nil || a.Error.Name != "ThrottlingException" || a.Error.Status != 429 {
+		t.Errorf("client-bedrock-runtime InvokeModelWithResponseStream status-429 through the gateway: %+v %+v", a, a.Error)
+	}
+	if a := via.InvokeCut; a.Error == nil || a.Error.Name != "ModelStreamErrorException" || a.Text == "" {
+		t.Errorf("client-bedrock-runtime InvokeModelWithResponseStream cut through the gateway: %+v %+v", a, a.Error)
+	}
+	if a := via.InvokePlain; a.Error != nil || a.Text != direct.InvokeStream.Text || a.Stop != "end_turn" {
+		t.Errorf("client-bedrock-runtime InvokeModel through the gateway: %+v", a)
+	}
 	if a := via.AIStream; a.Error != "" || a.Text == "" || a.Finish != "stop" {
 		t.Errorf("@ai-sdk/amazon-bedrock stream through the gateway: %+v", a)
 	}
@@ -178,6 +204,23 @@ func TestNodeBedrockSDKs(t *testing.T) {
 	// The records agree with what the clients read.
 	if rec := recs.lastOfAPI(t, "fast", "anthropic"); rec.Status != record.StatusOK || rec.Tokens.Output == nil || *rec.Tokens.Output <= 0 {
 		t.Errorf("anthropic fast record: %s tokens %+v", rec.Status, rec.Tokens)
+	}
+	if rec := recs.lastStream(t, "fast", "bedrock.invoke", true); rec.Status != record.StatusOK || rec.Tokens.Output == nil || *rec.Tokens.Output != via.InvokeStream.OutputTokens {
+		t.Errorf("invoke fast record: %s tokens %+v, the client read output %d", rec.Status, rec.Tokens, via.InvokeStream.OutputTokens)
+	} else {
+		if d, ok := rec.ProviderLatencyMs.Get(); !ok || d != time.Duration(via.InvokeStream.LatencyMs)*time.Millisecond {
+			t.Errorf("invoke provider_latency_ms %v, the client read invocationLatency %d", rec.ProviderLatencyMs, via.InvokeStream.LatencyMs)
+		}
+		clientAgrees(t, "node invoke fast", rec, via.InvokeStream.FirstTextMs)
+	}
+	if rec := recs.lastStream(t, "fast", "bedrock.invoke", false); rec.Status != record.StatusOK || rec.Tokens.Output == nil || *rec.Tokens.Output != via.InvokePlain.OutputTokens {
+		t.Errorf("InvokeModel fast record: %s tokens %+v, the client read output %d", rec.Status, rec.Tokens, via.InvokePlain.OutputTokens)
+	}
+	if rec := recs.lastOfAPI(t, "status-429", "bedrock.invoke"); rec.Status != record.StatusRateLimited {
+		t.Errorf("invoke status-429 record: %s", rec.Status)
+	}
+	if rec := recs.lastOfAPI(t, "flaky", "bedrock.invoke"); rec.Status != record.StatusUpstreamStreamError {
+		t.Errorf("invoke flaky record: %s", rec.Status)
 	}
 	if rec := recs.lastOfAPI(t, "status-429", "bedrock.converse"); rec.Status != record.StatusRateLimited {
 		t.Errorf("converse status-429 record: %s", rec.Status)

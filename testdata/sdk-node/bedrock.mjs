@@ -8,13 +8,13 @@
 //                                       as a Bedrock API key (bearer) and an
 //                                       endpoint override
 //
-// direct: @aws-sdk/client-bedrock-runtime (ConverseStream, Converse,
-// InvokeModelWithResponseStream, 429, 500, cut stream), @anthropic-ai/bedrock-sdk
-// (stream, plain, tool use, 429) and @ai-sdk/amazon-bedrock (stream, plain).
-// gateway: @aws-sdk/client-bedrock-runtime's Converse calls, @ai-sdk/amazon-bedrock
-// with apiKey, and @anthropic-ai/sdk to a bedrock channel (the gateway
-// serves Converse and Anthropic's Messages to clients, not InvokeModel).
-import { BedrockRuntimeClient, ConverseStreamCommand, ConverseCommand, InvokeModelWithResponseStreamCommand } from '@aws-sdk/client-bedrock-runtime';
+// both: @aws-sdk/client-bedrock-runtime (ConverseStream, Converse,
+// InvokeModelWithResponseStream, InvokeModel; 429, 500, cut stream).
+// direct: @anthropic-ai/bedrock-sdk (stream, plain, tool use, 429) and
+// @ai-sdk/amazon-bedrock (stream, plain).
+// gateway: @ai-sdk/amazon-bedrock with apiKey, and @anthropic-ai/sdk to a
+// bedrock channel.
+import { BedrockRuntimeClient, ConverseStreamCommand, ConverseCommand, InvokeModelCommand, InvokeModelWithResponseStreamCommand } from '@aws-sdk/client-bedrock-runtime';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { AnthropicBedrock } from '@anthropic-ai/bedrock-sdk';
 import Anthropic from '@anthropic-ai/sdk';
@@ -88,20 +88,41 @@ async function aiStream(model) {
   return { text, finish, error };
 }
 
-if (mode === 'direct') {
-  // InvokeModelWithResponseStream: chunks carrying Anthropic's events.
+// InvokeModelWithResponseStream: chunks carrying Anthropic's events; the
+// time of the first text from just before the call, by the client's clock.
+async function invokeStream(modelId) {
+  let text = '', types = [], stop = null, outputTokens = null, latencyMs = null, firstTextMs = null;
+  const start = performance.now();
   try {
-    const r = await aws.send(new InvokeModelWithResponseStreamCommand({ modelId: 'fast', contentType: 'application/json', body: anthropicBody(true) }));
-    let text = '', types = [];
+    const r = await aws.send(new InvokeModelWithResponseStreamCommand({ modelId, contentType: 'application/json', body: anthropicBody(true) }));
     for await (const ev of r.body) {
+      if (!ev.chunk) continue;
       const e = JSON.parse(Buffer.from(ev.chunk.bytes).toString('utf8'));
       types.push(e.type);
-      if (e.type === 'content_block_delta' && e.delta.type === 'text_delta') text += e.delta.text;
+      if (e.type === 'content_block_delta' && e.delta.type === 'text_delta') {
+        if (firstTextMs === null) firstTextMs = performance.now() - start;
+        text += e.delta.text;
+      }
+      if (e.type === 'message_delta') { stop = e.delta.stop_reason ?? stop; outputTokens = e.usage?.output_tokens ?? outputTokens; }
+      if (e.type === 'message_stop') latencyMs = e['amazon-bedrock-invocationMetrics']?.invocationLatency ?? null;
     }
-    out.invokeStream = { text, first: types[0] ?? null, last: types.at(-1) ?? null, error: null };
+    return { text, stop, outputTokens, latencyMs, firstTextMs, first: types[0] ?? null, last: types.at(-1) ?? null, error: null };
   } catch (e) {
-    out.invokeStream = { error: err(e) };
+    return { text, stop, firstTextMs, first: types[0] ?? null, last: types.at(-1) ?? null, error: err(e) };
   }
+}
+out.invokeStream = await invokeStream('fast');
+out.invoke429 = await invokeStream('status-429');
+out.invokeCut = await invokeStream('flaky');
+try {
+  const r = await aws.send(new InvokeModelCommand({ modelId: 'fast', contentType: 'application/json', body: anthropicBody(false) }));
+  const m = JSON.parse(Buffer.from(r.body).toString('utf8'));
+  out.invokePlain = { text: m.content?.[0]?.text ?? '', stop: m.stop_reason, outputTokens: m.usage?.output_tokens ?? null, error: null };
+} catch (e) {
+  out.invokePlain = { error: err(e) };
+}
+
+if (mode === 'direct') {
   // @anthropic-ai/bedrock-sdk, SigV4. This version moves its anthropic-version
   // header (the Messages API's date) into the body, where Bedrock wants
   // bedrock-2023-05-31 (the simulator refuses another, as Bedrock does):

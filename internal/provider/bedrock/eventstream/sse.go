@@ -1,8 +1,6 @@
 package eventstream
 
 import (
-	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
@@ -60,25 +58,12 @@ func (p *SSEPieces) Next() (*sse.Piece, error) {
 		p.p = sse.Piece{Kind: sse.PieceSkipped}
 		return &p.p, nil
 	}
-	b64, ok := chunkBytes(m.Payload)
+	data, ok := decodeChunk(p.dec, m.Payload)
+	p.dec = data
 	if !ok {
 		p.p = sse.Piece{Kind: sse.PieceSkipped}
 		return &p.p, nil
 	}
-	if bytes.IndexByte(b64, '\\') >= 0 {
-		// An encoder that escaped "/" as "\/".
-		b64 = jsonscan.AppendUnescaped(nil, b64)
-	}
-	n := base64.StdEncoding.DecodedLen(len(b64))
-	if cap(p.dec) < n {
-		p.dec = make([]byte, n)
-	}
-	n, err = base64.StdEncoding.Decode(p.dec[:n], b64)
-	if err != nil {
-		p.p = sse.Piece{Kind: sse.PieceSkipped}
-		return &p.p, nil
-	}
-	data := p.dec[:n]
 	for i, c := range data {
 		// One data line: a line break outside a JSON string is
 		// whitespace (inside one it is escaped).
