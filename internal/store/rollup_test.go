@@ -65,6 +65,10 @@ func TestRollupAccuracy(t *testing.T) {
 						if full == 0 {
 							t.Fatalf("no rollups of level %d after compaction", level)
 						}
+						if e.Name != "clickhouse" {
+							checkSparse(t, s, level)
+							continue
+						}
 						for p := 1; p < len(rollup.Projections); p++ {
 							if n := storetest.CountRows(t, s, fmt.Sprint("SELECT COUNT(*) FROM rollups WHERE level = ", rollup.StoredLevel(level, p))); n == 0 || n >= full {
 								t.Errorf("level %d projection %d: %d rows, projection 0 %d", level, p, n, full)
@@ -84,6 +88,81 @@ func TestRollupAccuracy(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// checkSparse checks, on a SQL store, every compacted unit of level: each
+// projection is stored where it at least halves the rows of its fallback
+// (rollup.Sparse) and left out, in rollup_units, where it does not; and
+// some units of the coarser levels store projections beyond 0.
+func checkSparse(t *testing.T, s store.Store, level int) {
+	t.Helper()
+	db := storetest.ReadDB(s)
+	ctx := storetest.Ctx(t)
+	rows := map[int64][]int{}
+	q, err := db.QueryContext(ctx, "SELECT level, start_ns, COUNT(*) FROM rollups WHERE level % 10 = $1 GROUP BY level, start_ns", int64(level))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for q.Next() {
+		var l, start int64
+		var n int
+		if err := q.Scan(&l, &start, &n); err != nil {
+			t.Fatal(err)
+		}
+		if rows[start] == nil {
+			rows[start] = make([]int, len(rollup.Projections))
+		}
+		rows[start][l/rollup.ProjStride] = n
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	missing := map[int64]uint16{}
+	q, err = db.QueryContext(ctx, "SELECT start_ns, missing FROM rollup_units WHERE level = $1", int64(level))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for q.Next() {
+		var start, m int64
+		if err := q.Scan(&start, &m); err != nil {
+			t.Fatal(err)
+		}
+		missing[start] = uint16(m)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	left, kept := 0, 0
+	for start, r := range rows {
+		m := missing[start]
+		for p, n := range r {
+			if m&(1<<p) != 0 {
+				left++
+				if n != 0 {
+					t.Errorf("level %d unit %d: projection %d left out but %d rows stored", level, start, p, n)
+				}
+				continue
+			}
+			if p > 0 && n > 0 {
+				kept++
+			}
+			if fb := rollup.Fallback(p, m|1<<p); p > 0 && n > 0 && 2*n > r[fb] {
+				t.Errorf("level %d unit %d: projection %d stored in %d rows, its fallback %d holds %d", level, start, p, n, fb, r[fb])
+			}
+		}
+		if r[0] == 0 {
+			t.Errorf("level %d unit %d: no rows of projection 0", level, start)
+		}
+	}
+	for start := range missing {
+		if rows[start] == nil {
+			t.Errorf("level %d unit %d: projections left out of a unit with no rows", level, start)
+		}
+	}
+	t.Logf("level %d: %d units, %d projections left out, %d stored beyond projection 0", level, len(rows), left, kept)
+	if level != rollup.TenMinutes && kept == 0 {
+		t.Errorf("level %d: no projection beyond 0 stored", level)
 	}
 }
 
@@ -178,6 +257,10 @@ func TestRetentionDeletesRollups(t *testing.T) {
 		storetest.Insert(t, s, recs...)
 		storetest.CompactAll(t, s, storetest.RollupBase.Add(96*time.Hour))
 		cut := storetest.RollupBase.Add(48 * time.Hour)
+		sql := !strings.HasSuffix(t.Name(), "/clickhouse")
+		if sql && storetest.CountRows(t, s, "SELECT COUNT(*) FROM rollup_units WHERE start_ns < $1", cut.UnixNano()) == 0 {
+			t.Fatal("no unit before the cutoff left a projection out: nothing to check")
+		}
 		for {
 			n, err := s.DeleteBefore(storetest.Ctx(t), cut, 500)
 			if err != nil {
@@ -266,10 +349,17 @@ func TestLevelsOnUpgrade(t *testing.T) {
 			check("migrated")
 			storetest.CompactAll(t, s, storetest.RollupBase.Add(days*24*time.Hour+time.Hour))
 			// Every unit of the new levels in the three days (the
-			// records fill every half hour), in every projection.
+			// records fill every half hour), in every projection: stored,
+			// or on a SQL store left out where it would not halve the rows
+			// read (rollup_units).
 			for _, l := range []struct{ level, perDay int }{{rollup.SixHours, 4}, {rollup.ThreeHours, 8}, {rollup.HalfHour, 48}} {
 				for p := range rollup.Projections {
-					if n := storetest.CountRows(t, s, fmt.Sprint("SELECT COUNT(DISTINCT start_ns) FROM rollups WHERE level = ", rollup.StoredLevel(l.level, p))); n != l.perDay*days {
+					q := fmt.Sprint("SELECT COUNT(DISTINCT start_ns) FROM rollups WHERE level = ", rollup.StoredLevel(l.level, p))
+					if e.Name != "clickhouse" {
+						q = fmt.Sprintf("SELECT COUNT(*) FROM (SELECT DISTINCT start_ns FROM rollups WHERE level = %d"+
+							" UNION SELECT start_ns FROM rollup_units WHERE level = %d AND (missing & %d) <> 0) u", rollup.StoredLevel(l.level, p), l.level, 1<<p)
+					}
+					if n := storetest.CountRows(t, s, q); n != l.perDay*days {
 						t.Errorf("level %d projection %d: %d units after compaction, want %d", l.level, p, n, l.perDay*days)
 					}
 				}

@@ -206,13 +206,25 @@ func ProjectionFor(q *store.StatsQuery, dimCols []string) int {
 }
 
 // ProjectCells makes, of the cells of one unit keyed by every dimension
-// and status, the cells of every projection.
+// and status, the cells of every projection. Each is made from the fewest
+// cells that hold its dimensions: those of a projection made before it
+// that keeps them all (byDims lists such projections first), which at a
+// few records a key merges far fewer sketches than the full cells would.
 func ProjectCells(full map[Key]*Cell) []map[Key]*Cell {
 	out := make([]map[Key]*Cell, len(Projections))
 	out[0] = full
-	for p := 1; p < len(Projections); p++ {
+	for _, p := range byDims {
+		if p == 0 {
+			continue
+		}
+		from := full
+		for q, m := range out {
+			if m != nil && len(m) < len(from) && Projections[q]&Projections[p] == Projections[p] {
+				from = m
+			}
+		}
 		m := map[Key]*Cell{}
-		for k, c := range full {
+		for k, c := range from {
 			pk := k.Project(Projections[p])
 			pc := m[pk]
 			if pc == nil {

@@ -1,6 +1,10 @@
 package rollup
 
-import "sort"
+import (
+	"math/bits"
+	"slices"
+	"sort"
+)
 
 // Span is a time range [from, to) read at one rollup level: from the
 // raw minute rows (every dimension and status, per writer), or from the
@@ -9,6 +13,10 @@ type Span struct {
 	Level    int
 	From, To int64 // Unix ns
 	Raw      bool
+	// Fallback: the units of the span do not store the plan's projection
+	// (see Sparse); they are read in projection Proj instead.
+	Fallback bool
+	Proj     int
 }
 
 // Plan chooses, for the window [from, to), which rollup rows to read:
@@ -23,18 +31,31 @@ type Span struct {
 type Plan struct {
 	Allowed [NumLevels]bool
 	Dirty   map[[2]int64]bool // {level, start} → dirty
+	// Missing holds, of the compacted units that left projections out
+	// (see Sparse), which ones: a unit without the plan's projection Proj
+	// is read in Fallback(Proj, missing). Nil: every unit stores every
+	// projection.
+	Missing map[[2]int64]uint16
+	Proj    int
 	Spans   []Span
 }
 
 func (p *Plan) emit(level int, from, to int64, raw bool) {
-	if from >= to {
+	p.emitSpan(Span{Level: level, From: from, To: to, Raw: raw})
+}
+
+func (p *Plan) emitSpan(sp Span) {
+	if sp.From >= sp.To {
 		return
 	}
-	if n := len(p.Spans); n > 0 && p.Spans[n-1].Level == level && p.Spans[n-1].Raw == raw && p.Spans[n-1].To == from {
-		p.Spans[n-1].To = to
-		return
+	if n := len(p.Spans); n > 0 {
+		if last := &p.Spans[n-1]; last.Level == sp.Level && last.Raw == sp.Raw && last.Fallback == sp.Fallback &&
+			last.Proj == sp.Proj && last.To == sp.From {
+			last.To = sp.To
+			return
+		}
 	}
-	p.Spans = append(p.Spans, Span{level, from, to, raw})
+	p.Spans = append(p.Spans, sp)
 }
 
 // cover covers [from, to) with units of level and finer.
@@ -54,9 +75,12 @@ func (p *Plan) Cover(level int, from, to int64) {
 	}
 	p.Cover(finer, from, first)
 	for t := first; t < last; t += u {
-		if p.Dirty[[2]int64{int64(level), t}] {
+		switch k := [2]int64{int64(level), t}; {
+		case p.Dirty[k]:
 			p.Cover(finer, t, t+u)
-		} else {
+		case p.Missing[k]&(1<<p.Proj) != 0:
+			p.emitSpan(Span{Level: level, From: t, To: t + u, Fallback: true, Proj: Fallback(p.Proj, p.Missing[k])})
+		default:
 			p.emit(level, t, t+u, false)
 		}
 	}
@@ -83,23 +107,32 @@ type SpanGroup struct {
 }
 
 // ByLevel groups the plan's spans by the stored level they are read from,
-// for a summary of projection proj.
+// for a summary of projection proj: raw minute rows, proj's rows, or a
+// fallback projection's where a unit left proj out.
 func (p *Plan) ByLevel(proj int) []SpanGroup {
 	var gs []SpanGroup
 	for level := range NumLevels {
 		for _, raw := range []bool{true, false} {
-			g := SpanGroup{Level: StoredLevel(level, proj)}
-			if raw {
-				g.Level = StoredLevel(Minute, 0)
-			}
+			var groups []SpanGroup
 			for _, sp := range p.Spans {
-				if sp.Level == level && sp.Raw == raw {
-					g.Spans = append(g.Spans, sp)
+				if sp.Level != level || sp.Raw != raw {
+					continue
 				}
+				stored := StoredLevel(level, proj)
+				switch {
+				case raw:
+					stored = StoredLevel(Minute, 0)
+				case sp.Fallback:
+					stored = StoredLevel(level, sp.Proj)
+				}
+				i := slices.IndexFunc(groups, func(g SpanGroup) bool { return g.Level == stored })
+				if i < 0 {
+					groups = append(groups, SpanGroup{Level: stored})
+					i = len(groups) - 1
+				}
+				groups[i].Spans = append(groups[i].Spans, sp)
 			}
-			if len(g.Spans) > 0 {
-				gs = append(gs, g)
-			}
+			gs = append(gs, groups...)
 		}
 	}
 	return gs
@@ -109,4 +142,64 @@ func (p *Plan) ByLevel(proj int) []SpanGroup {
 func InSpans(spans []Span, ns int64) bool {
 	i := sort.Search(len(spans), func(i int) bool { return spans[i].To > ns })
 	return i < len(spans) && spans[i].From <= ns
+}
+
+// A compacted unit stores a projection only where it at least halves the
+// rows a summary would otherwise read for it: at a few records a minute a
+// projection's rows are hardly fewer than those of the projections that
+// keep more dimensions (a ten-minute unit of a hundred records held about
+// as many rows in most of its ten projections), and each row costs its
+// sketches again. Sparse chooses, and Fallback says what a summary reads
+// instead; a summary then reads at most twice the rows of the projection
+// it wants. At volume, where a projection merges many rows of the ones
+// that keep more dimensions into one, it is stored.
+
+// byDims lists the projections with the most dimensions first (the lower
+// index first among equals): every projection that keeps all of p's
+// dimensions and more comes before p.
+var byDims = func() []int {
+	ps := make([]int, len(Projections))
+	for i := range ps {
+		ps[i] = i
+	}
+	slices.SortStableFunc(ps, func(a, b int) int {
+		return bits.OnesCount16(uint16(Projections[b])) - bits.OnesCount16(uint16(Projections[a]))
+	})
+	return ps
+}()
+
+// Fallback returns the projection a unit's rows of projection p are read
+// in when the unit left out the projections of missing: p if it is
+// stored, else the stored projection that keeps every dimension of p with
+// the fewest dimensions (the lower index among equals). Projection 0, which
+// keeps every dimension, is always stored.
+func Fallback(p int, missing uint16) int {
+	if missing&(1<<p) == 0 {
+		return p
+	}
+	best := 0
+	for q := 1; q < len(Projections); q++ {
+		if q != p && missing&(1<<q) == 0 && Projections[q]&Projections[p] == Projections[p] &&
+			bits.OnesCount16(uint16(Projections[q])) < bits.OnesCount16(uint16(Projections[best])) {
+			best = q
+		}
+	}
+	return best
+}
+
+// Sparse returns the projections a compacted unit leaves out, of rows[p],
+// the rows of each projection: p is left out where its rows are more than
+// half of those a summary would read instead (Fallback's, decided before
+// p). Projection 0 is never left out: coarser units are made from it.
+func Sparse(rows []int) uint16 {
+	var missing uint16
+	for _, p := range byDims {
+		if p == 0 {
+			continue
+		}
+		if fb := Fallback(p, missing|1<<p); rows[p]*2 > rows[fb] {
+			missing |= 1 << p
+		}
+	}
+	return missing
 }

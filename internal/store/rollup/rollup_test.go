@@ -12,7 +12,11 @@ import (
 func TestRollupPlan(t *testing.T) {
 	day, hour, minute := int64(24*time.Hour), int64(time.Hour), int64(time.Minute)
 	d0 := testBase.UnixNano()
-	type span = Span
+	type span struct {
+		Level    int
+		From, To int64
+		Raw      bool
+	}
 	for _, c := range []struct {
 		name     string
 		from, to int64
@@ -66,8 +70,15 @@ func TestRollupPlan(t *testing.T) {
 				p.Dirty[d] = true
 			}
 			p.Cover(Day, c.from, c.to)
-			if !slices.Equal(p.Spans, c.want) {
-				t.Errorf("spans %v, want %v", p.Spans, c.want)
+			var got []span
+			for _, sp := range p.Spans {
+				if sp.Fallback {
+					t.Fatalf("span %+v reads a fallback projection; no unit left one out", sp)
+				}
+				got = append(got, span{sp.Level, sp.From, sp.To, sp.Raw})
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("spans %v, want %v", got, c.want)
 			}
 		})
 	}
@@ -140,10 +151,13 @@ func TestRollupPlanProjected(t *testing.T) {
 		p.Dirty[d] = true
 	}
 	p.Cover(Day, d0+7*minute, d0+hour+13*minute)
+	sp := func(level int, from, to int64, raw bool) Span {
+		return Span{Level: level, From: from, To: to, Raw: raw}
+	}
 	want := []Span{
-		{Minute, d0 + 7*minute, d0 + 10*minute, true}, {TenMinutes, d0 + 10*minute, d0 + 50*minute, false},
-		{Minute, d0 + 50*minute, d0 + hour, true}, {TenMinutes, d0 + hour, d0 + hour + 10*minute, false},
-		{Minute, d0 + hour + 10*minute, d0 + hour + 13*minute, true},
+		sp(Minute, d0+7*minute, d0+10*minute, true), sp(TenMinutes, d0+10*minute, d0+50*minute, false),
+		sp(Minute, d0+50*minute, d0+hour, true), sp(TenMinutes, d0+hour, d0+hour+10*minute, false),
+		sp(Minute, d0+hour+10*minute, d0+hour+13*minute, true),
 	}
 	if !slices.Equal(p.Spans, want) {
 		t.Errorf("spans %v, want %v", p.Spans, want)
@@ -155,6 +169,61 @@ func TestRollupPlanProjected(t *testing.T) {
 	}
 	if !slices.Equal(levels, []int64{0, 31}) {
 		t.Errorf("stored levels read %v, want raw minutes and ten minutes of projection 3", levels)
+	}
+}
+
+// TestSparse: a compacted unit leaves out a projection whose rows are more
+// than half of those its fallback holds, and a summary of that projection
+// reads the fallback's rows for that unit only.
+func TestSparse(t *testing.T) {
+	// Rows per projection of a unit of a few records: projections 1 and 2
+	// hardly merge, the ones without the model and channel do.
+	rows := []int{10, 9, 8, 6, 6, 3, 6, 5, 2, 8}
+	missing := Sparse(rows)
+	for p, want := range []bool{false, true, true, true, true, false, true, false, true, true} {
+		if got := missing&(1<<p) != 0; got != want {
+			t.Errorf("projection %d (%d rows, fallback %d): left out %v, want %v", p, rows[p], Fallback(p, missing), got, want)
+		}
+	}
+	// Each left-out projection's fallback is stored, keeps its dimensions,
+	// and holds less than twice its rows.
+	for p := range Projections {
+		fb := Fallback(p, missing)
+		if missing&(1<<fb) != 0 || Projections[fb]&Projections[p] != Projections[p] {
+			t.Errorf("projection %d: fallback %d not stored or not a superset", p, fb)
+		}
+		if fb != p && rows[fb] >= 2*rows[p] {
+			t.Errorf("projection %d: fallback %d holds %d rows, %d wanted", p, fb, rows[fb], rows[p])
+		}
+	}
+	// Where every projection merges its finer one's rows, every one is
+	// stored.
+	if m := Sparse([]int{1000, 400, 190, 60, 60, 10, 20, 20, 2, 90}); m != 0 {
+		t.Errorf("dense unit: left out %b", m)
+	}
+	if Sparse(make([]int, len(Projections))) != 0 {
+		t.Error("an empty unit leaves projections out")
+	}
+
+	// A summary of projection 8 over three hours, by the hour: the
+	// middle hour left projection 8 out and is read in its fallback, 5.
+	hour := int64(time.Hour)
+	d0 := testBase.UnixNano()
+	p := Plan{Dirty: map[[2]int64]bool{}, Missing: map[[2]int64]uint16{{Hour, d0 + hour}: missing | 1<<8}, Proj: 8}
+	for level := range NumLevels {
+		p.Allowed[level] = Unit[level] <= time.Hour
+	}
+	p.Cover(Day, d0, d0+3*hour)
+	var got [][3]int64
+	for _, g := range p.ByLevel(8) {
+		for _, s := range g.Spans {
+			got = append(got, [3]int64{g.Level, s.From, s.To})
+		}
+	}
+	want := [][3]int64{{StoredLevel(Hour, 8), d0, d0 + hour}, {StoredLevel(Hour, 8), d0 + 2*hour, d0 + 3*hour},
+		{StoredLevel(Hour, 5), d0 + hour, d0 + 2*hour}}
+	if !slices.Equal(got, want) {
+		t.Errorf("hour left out of projection 8: read %v, want %v", got, want)
 	}
 }
 

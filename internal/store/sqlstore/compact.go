@@ -168,7 +168,25 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 	if _, err := tx.ExecContext(ctx, `DELETE FROM rollups WHERE level IN (`+strings.Join(marks, ", ")+`) AND start_ns = `+b.arg(start), b.args...); err != nil {
 		return false, fmt.Errorf("compact: %w", err)
 	}
-	for p, cells := range rollup.ProjectCells(cells) {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM rollup_units WHERE level = $1 AND start_ns = $2`, int64(level), start); err != nil {
+		return false, fmt.Errorf("compact: %w", err)
+	}
+	projected := rollup.ProjectCells(cells)
+	rowsOf := make([]int, len(projected))
+	for p, cells := range projected {
+		rowsOf[p] = len(cells)
+	}
+	missing := rollup.Sparse(rowsOf)
+	if missing != 0 {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_units (level, start_ns, missing) VALUES ($1, $2, $3)`,
+			int64(level), start, int64(missing)); err != nil {
+			return false, fmt.Errorf("compact: %w", err)
+		}
+	}
+	for p, cells := range projected {
+		if missing&(1<<p) != 0 {
+			continue
+		}
 		keys := make([]rollup.Key, 0, len(cells))
 		for k := range cells {
 			keys = append(keys, k)
@@ -203,6 +221,9 @@ func deleteRollupsBefore(ctx context.Context, tx *sql.Tx, t int64) error {
 			}
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM rollup_dirty WHERE level = $1 AND start_ns <= $2`, int64(level), last); err != nil {
+			return fmt.Errorf("delete rollup marks: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM rollup_units WHERE level = $1 AND start_ns <= $2`, int64(level), last); err != nil {
 			return fmt.Errorf("delete rollup marks: %w", err)
 		}
 	}

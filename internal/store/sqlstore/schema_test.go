@@ -52,6 +52,7 @@ func TestSchemaHasNoPlaceForContent(t *testing.T) {
 		"schema_migrations":  {"version", "name", "applied_ns"},
 		"rollups":            store.ColumnNames(rollupTable),
 		"rollup_dirty":       store.ColumnNames(dirtyTable),
+		"rollup_units":       {"level", "start_ns", "missing"},
 		"api_keys":           {"hash", "name", "role", "group_name", "created_ns", "expires_ns"},
 		"channel_states":     {"channel", "state", "set_by", "set_ns"},
 		"channel_state_acks": {"replica", "channel", "set_ns", "applied_ns"},

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -78,6 +79,25 @@ func (s *sqlStore) StatsFromRollups(ctx context.Context, q *store.StatsQuery, ac
 	if err := rows.Close(); err != nil {
 		return fromT, toT, fmt.Errorf("stats: %w", err)
 	}
+	if proj != 0 { // projection 0 is never left out
+		plan.Proj, plan.Missing = proj, map[[2]int64]uint16{}
+		rows, err := tx.QueryContext(ctx, `SELECT level, start_ns, missing FROM rollup_units WHERE level IN (`+compactedLevels+
+			`) AND start_ns >= $1 AND start_ns < $2 AND (missing & $3) <> 0`, from, to, int64(1)<<proj)
+		if err != nil {
+			return fromT, toT, fmt.Errorf("stats: %w", err)
+		}
+		for rows.Next() {
+			var level, start, missing int64
+			if err := rows.Scan(&level, &start, &missing); err != nil {
+				rows.Close()
+				return fromT, toT, fmt.Errorf("stats: %w", err)
+			}
+			plan.Missing[[2]int64{level, start}] = uint16(missing)
+		}
+		if err := rows.Close(); err != nil {
+			return fromT, toT, fmt.Errorf("stats: %w", err)
+		}
+	}
 	plan.Cover(rollup.Day, from, to)
 	for _, g := range plan.ByLevel(proj) {
 		if err := s.readRollups(ctx, tx, q, acc, g.Level, g.Spans); err != nil {
@@ -86,6 +106,16 @@ func (s *sqlStore) StatsFromRollups(ctx context.Context, q *store.StatsQuery, ac
 	}
 	return fromT, toT, nil
 }
+
+// compactedLevels lists the levels of compacted units, for an IN list that
+// lets a range of start_ns use rollup_units' key.
+var compactedLevels = func() string {
+	var ls []string
+	for level := rollup.Minute + 1; level < rollup.NumLevels; level++ {
+		ls = append(ls, strconv.Itoa(level))
+	}
+	return strings.Join(ls, ", ")
+}()
 
 // readRollups merges the rollup rows of one level within spans into acc.
 func (s *sqlStore) readRollups(ctx context.Context, tx *sql.Tx, q *store.StatsQuery, acc *rollup.Acc, level int64, spans []rollup.Span) error {
