@@ -103,16 +103,28 @@ func openSQLite(ctx context.Context, file string) (store.Store, error) {
 		}
 		return file + "?" + q.Encode()
 	}
-	write, err := sql.Open("sqlite", pragmas("_pragma=journal_mode(WAL)", "_txlock=immediate"))
+	write, err := sql.Open("sqlite", pragmas("_txlock=immediate"))
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxIdleTime(0)
-	if err := pingSQLite(ctx, write); err != nil {
-		write.Close()
-		return nil, fmt.Errorf("open store %s: %w", file, err)
+	// A new file gets pages of 16 KB before anything makes its first page
+	// (an existing one keeps its own; see rebuildRollupsWithoutRowid),
+	// then WAL mode, which is persistent. The driver would run both as
+	// _pragma parameters in the order of their names, WAL first.
+	for _, q := range []string{"", "PRAGMA page_size = 16384", "PRAGMA journal_mode = WAL"} {
+		if err := retryBusy(ctx, func() error {
+			if q == "" {
+				return write.PingContext(ctx)
+			}
+			_, err := write.ExecContext(ctx, q)
+			return err
+		}); err != nil {
+			write.Close()
+			return nil, fmt.Errorf("open store %s: %w", file, err)
+		}
 	}
 	if err := migrate(ctx, write, sqliteDialect); err != nil {
 		write.Close()
@@ -128,7 +140,7 @@ func openSQLite(ctx context.Context, file string) (store.Store, error) {
 	}
 	read.SetMaxOpenConns(4)
 	read.SetMaxIdleConns(4)
-	if err := pingSQLite(ctx, read); err != nil {
+	if err := retryBusy(ctx, func() error { return read.PingContext(ctx) }); err != nil {
 		write.Close()
 		read.Close()
 		return nil, fmt.Errorf("open store %s: %w", file, err)
@@ -136,16 +148,17 @@ func openSQLite(ctx context.Context, file string) (store.Store, error) {
 	return newSQLStore(sqliteDialect, write, read), nil
 }
 
-// pingSQLite opens db's first connection, which applies the pragmas. Two
-// processes opening a new file at once both switch it to WAL, and SQLite
-// answers one of them SQLITE_BUSY at once instead of calling the busy
-// handler, since both waiting on each other would deadlock (about one
-// concurrent first open in 25 failed so). The other finishes within
-// milliseconds, so the open retries for a few seconds.
-func pingSQLite(ctx context.Context, db *sql.DB) error {
+// retryBusy runs a step of opening a SQLite file (the first connection,
+// which applies the pragmas, or a setting of the file) until it does not
+// fail SQLITE_BUSY. Two processes opening a new file at once both switch
+// it to WAL, and SQLite answers one of them SQLITE_BUSY at once instead of
+// calling the busy handler, since both waiting on each other would
+// deadlock (about one concurrent first open in 25 failed so). The other
+// finishes within milliseconds, so the open retries for a few seconds.
+func retryBusy(ctx context.Context, step func() error) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		err := db.PingContext(ctx)
+		err := step()
 		var lite *sqlite.Error
 		if err == nil || !errors.As(err, &lite) || lite.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
 			return err
@@ -221,6 +234,8 @@ var goMigrations = map[int]map[string]func(ctx context.Context, tx *sql.Tx, d di
 	// Attempts and labels rebuilt WITHOUT ROWID from their own
 	// definitions: see without_rowid.go.
 	34: {"sqlite": rebuildWithoutRowid}, // 0034_without_rowid.sqlite.sql
+	// Rollups WITHOUT ROWID in a file of 16 KB pages.
+	36: {"sqlite": rebuildRollupsWithoutRowid}, // 0036_rollups_without_rowid.sqlite.sql
 }
 
 // migration is one embedded schema change: NNNN_what.sql for both engines,

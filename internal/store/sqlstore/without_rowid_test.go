@@ -1,6 +1,8 @@
 package sqlstore
 
 import (
+	"database/sql"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"path/filepath"
@@ -114,4 +116,64 @@ func TestWithoutRowidOnUpgrade(t *testing.T) {
 	// The rebuilt tables take writes and compaction as before.
 	storetest.CompactAll(t, s, storetest.RollupBase.Add(days*24*time.Hour+time.Hour))
 	storetest.CheckQueries(t, s, recs, days, "compacted")
+}
+
+// TestPageSizeAndRollupsWithoutRowid: a new SQLite file has pages of
+// 16 KB and its rollups are a WITHOUT ROWID table (0036); a file made
+// before, of 4 KB pages, keeps both as they were when it migrates, and
+// both answer exactly.
+func TestPageSizeAndRollupsWithoutRowid(t *testing.T) {
+	const days = 1
+	recs := storetest.RandomRecords(rand.New(rand.NewPCG(36, 36)), 800, days, storetest.Distributions[1])
+	shape := func(s store.Store) (page int, without bool) {
+		db := storetest.ReadDB(s)
+		if err := db.QueryRowContext(storetest.Ctx(t), "PRAGMA page_size").Scan(&page); err != nil {
+			t.Fatal(err)
+		}
+		var ddl string
+		if err := db.QueryRowContext(storetest.Ctx(t), `SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'rollups'`).Scan(&ddl); err != nil {
+			t.Fatal(err)
+		}
+		return page, strings.HasSuffix(strings.ToUpper(strings.TrimSpace(ddl)), "WITHOUT ROWID")
+	}
+	for _, c := range []struct {
+		name    string
+		oldPage int // 0: a new file
+		page    int
+		without bool
+	}{{"new", 0, 16384, true}, {"4 KB pages", 4096, 4096, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "s.db")
+			if c.oldPage != 0 {
+				// A file that exists before this version opens it: its
+				// page size is fixed by its first table.
+				db, err := sql.Open("sqlite", file)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, q := range []string{fmt.Sprintf("PRAGMA page_size = %d", c.oldPage), "CREATE TABLE before_0036 (x INTEGER)"} {
+					if _, err := db.ExecContext(storetest.Ctx(t), q); err != nil {
+						t.Fatal(err)
+					}
+				}
+				db.Close()
+			}
+			s, err := store.Open(storetest.Ctx(t), "sqlite:"+file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if page, without := shape(s); page != c.page || without != c.without {
+				t.Errorf("page size %d, rollups without rowid %v; want %d, %v", page, without, c.page, c.without)
+			}
+			var mode string
+			if err := storetest.ReadDB(s).QueryRowContext(storetest.Ctx(t), "PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+				t.Errorf("journal mode %q (%v), want wal", mode, err)
+			}
+			storetest.Insert(t, s, recs...)
+			storetest.CheckQueries(t, s, recs, days, "minutes")
+			storetest.CompactAll(t, s, storetest.RollupBase.Add(days*24*time.Hour+time.Hour))
+			storetest.CheckQueries(t, s, recs, days, "compacted")
+		})
+	}
 }

@@ -1,0 +1,7 @@
+-- In a SQLite file of 16 KB pages (every file made since this version),
+-- the rollups table becomes a WITHOUT ROWID table: its primary key is
+-- then the table itself instead of a second copy of the unit and key
+-- columns in an automatic index (600 of 4 000 rollup bytes a record at
+-- 100 000 records a week). The rebuild is a step in Go
+-- (rebuildRollupsWithoutRowid, without_rowid.go); a file of 4 KB pages
+-- keeps its rollups as they are. PostgreSQL has no rowid.
