@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -61,6 +62,9 @@ func seedMain(ctx context.Context, args []string, stderr io.Writer, now func() t
 	if *batch <= 0 || *batch > 50000 {
 		return usageError("--batch must be between 1 and 50000, not %d", *batch)
 	}
+	// A batch job whose heap is a few queues of records: collecting it
+	// less often costs a few megabytes and saved a fifth of seed's CPU.
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	s, err := store.Open(ctx, *dsn)
 	if err != nil {
 		return err

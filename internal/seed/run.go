@@ -3,6 +3,7 @@ package seed
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/ttfx/ttfx/internal/store"
@@ -86,33 +87,10 @@ func Run(ctx context.Context, s store.Store, g *Generator, batch int, progress P
 	}
 	res := Result{Written: st.Written, Dropped: st.Dropped, Rejected: st.Rejected}
 	if c, ok := s.(store.Compactor); ok {
-		// Compaction works in steps; run it until every closed unit is
-		// compacted as of now, as the gateway would, counting the units
-		// due down when the store can say how many there are.
-		now := time.Now()
-		due := 0
-		if b, ok := s.(store.Backlogger); ok {
-			n, err := b.CompactionBacklog(ctx, now)
-			if err != nil {
-				return res, fmt.Errorf("seed: compact: %w", err)
-			}
-			due = n
-		}
-		for {
-			if progress != nil {
-				progress(PhaseCompacting, res.Compacted, max(due, res.Compacted))
-			}
-			n, err := c.Compact(ctx, now)
-			if err != nil {
-				return res, fmt.Errorf("seed: compact: %w", err)
-			}
-			res.Compacted += n
-			if n == 0 {
-				break
-			}
-		}
-		if progress != nil {
-			progress(PhaseCompacting, res.Compacted, res.Compacted)
+		n, err := compact(ctx, s, c, progress)
+		res.Compacted = n
+		if err != nil {
+			return res, err
 		}
 	}
 	res.Elapsed = time.Since(start)
@@ -121,3 +99,67 @@ func Run(ctx context.Context, s store.Store, g *Generator, batch int, progress P
 	}
 	return res, nil
 }
+
+// compact runs s's compaction until every closed unit is compacted as of
+// now, as the gateway would, and returns the units it made. Compact works
+// in steps of up to store.MaxCompactPerCall units; while it runs, the
+// units still due are counted down every progressEvery when the store can
+// say how many there are (store.Backlogger), so that the display moves
+// within a step too.
+func compact(ctx context.Context, s store.Store, c store.Compactor, progress Progress) (int, error) {
+	now := time.Now()
+	b, counts := s.(store.Backlogger)
+	due := 0
+	if counts {
+		n, err := b.CompactionBacklog(ctx, now)
+		if err != nil {
+			return 0, fmt.Errorf("seed: compact: %w", err)
+		}
+		due = n
+	}
+	var made atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		for {
+			n, err := c.Compact(ctx, now)
+			made.Add(int64(n))
+			if err != nil || n == 0 {
+				done <- err
+				return
+			}
+		}
+	}()
+	report := func() {
+		if progress == nil {
+			return
+		}
+		n := int(made.Load())
+		if counts {
+			if left, err := b.CompactionBacklog(ctx, now); err == nil {
+				n = max(n, due-left)
+			}
+		}
+		progress(PhaseCompacting, n, max(due, n))
+	}
+	report()
+	tick := time.NewTicker(progressEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			n := int(made.Load())
+			if err != nil {
+				return n, fmt.Errorf("seed: compact: %w", err)
+			}
+			if progress != nil {
+				progress(PhaseCompacting, n, n)
+			}
+			return n, nil
+		case <-tick.C:
+			report()
+		}
+	}
+}
+
+// progressEvery is how often the compacting phase reports its progress.
+const progressEvery = 250 * time.Millisecond
