@@ -33,8 +33,8 @@ type Plan struct {
 	Dirty   map[[2]int64]bool // {level, start} → dirty
 	// Missing holds, of the compacted units that left projections out
 	// (see Sparse), which ones: a unit without the plan's projection Proj
-	// is read in Fallback(Proj, missing). Nil: every unit stores every
-	// projection.
+	// is read in Fallback(Proj, missing), or in its finer units where that
+	// is left out too. Nil: every unit stores every projection.
 	Missing map[[2]int64]uint16
 	Proj    int
 	Spans   []Span
@@ -75,11 +75,13 @@ func (p *Plan) Cover(level int, from, to int64) {
 	}
 	p.Cover(finer, from, first)
 	for t := first; t < last; t += u {
-		switch k := [2]int64{int64(level), t}; {
-		case p.Dirty[k]:
+		k := [2]int64{int64(level), t}
+		m := p.Missing[k]
+		switch fb := Fallback(p.Proj, m); {
+		case p.Dirty[k] || m&(1<<fb) != 0:
 			p.Cover(finer, t, t+u)
-		case p.Missing[k]&(1<<p.Proj) != 0:
-			p.emitSpan(Span{Level: level, From: t, To: t + u, Fallback: true, Proj: Fallback(p.Proj, p.Missing[k])})
+		case fb != p.Proj:
+			p.emitSpan(Span{Level: level, From: t, To: t + u, Fallback: true, Proj: fb})
 		default:
 			p.emit(level, t, t+u, false)
 		}
@@ -147,12 +149,14 @@ func InSpans(spans []Span, ns int64) bool {
 // A compacted unit stores a projection only where it at least halves the
 // rows a summary would otherwise read for it: at a few records a minute a
 // projection's rows are hardly fewer than those of the projections that
-// keep more dimensions (a ten-minute unit of a hundred records held about
-// as many rows in most of its ten projections), and each row costs its
-// sketches again. Sparse chooses, and Fallback says what a summary reads
-// instead; a summary then reads at most twice the rows of the projection
-// it wants. At volume, where a projection merges many rows of the ones
-// that keep more dimensions into one, it is stored.
+// keep more dimensions, nor a unit's than those of its finer units (a
+// ten-minute unit of a hundred records held about as many rows in most of
+// its ten projections as its minutes held raw rows), and each row costs
+// its sketches again. Sparse chooses, and Fallback says what a summary
+// reads instead: another projection of the unit, or the finer units; a
+// summary then reads at most twice the rows of the unit and projection it
+// wants. At volume, where a unit or projection merges many rows into one,
+// it is stored.
 
 // byDims lists the projections with the most dimensions first (the lower
 // index first among equals): every projection that keeps all of p's
@@ -171,8 +175,8 @@ var byDims = func() []int {
 // Fallback returns the projection a unit's rows of projection p are read
 // in when the unit left out the projections of missing: p if it is
 // stored, else the stored projection that keeps every dimension of p with
-// the fewest dimensions (the lower index among equals). Projection 0, which
-// keeps every dimension, is always stored.
+// the fewest dimensions (the lower index among equals), else 0; where 0 is
+// left out too, the unit is read in its finer units (see Plan.Cover).
 func Fallback(p int, missing uint16) int {
 	if missing&(1<<p) == 0 {
 		return p
@@ -188,16 +192,27 @@ func Fallback(p int, missing uint16) int {
 }
 
 // Sparse returns the projections a compacted unit leaves out, of rows[p],
-// the rows of each projection: p is left out where its rows are more than
-// half of those a summary would read instead (Fallback's, decided before
-// p). Projection 0 is never left out: coarser units are made from it.
-func Sparse(rows []int) uint16 {
+// the rows of each projection, and finer, the rows it was made from (its
+// finer units' projection 0, or where they left that out, theirs, down to
+// the raw minute rows): what a summary reads for the unit where it stores
+// nothing. Projection 0 is left out where its rows are more than half of
+// finer; each other projection p where its rows are more than half of
+// those a summary would read instead (Fallback's, decided before p, or
+// finer where that is a projection 0 left out).
+func Sparse(rows []int, finer int) uint16 {
 	var missing uint16
+	if rows[0]*2 > finer {
+		missing |= 1
+	}
 	for _, p := range byDims {
 		if p == 0 {
 			continue
 		}
-		if fb := Fallback(p, missing|1<<p); rows[p]*2 > rows[fb] {
+		instead := finer
+		if fb := Fallback(p, missing|1<<p); missing&(1<<fb) == 0 {
+			instead = rows[fb]
+		}
+		if rows[p]*2 > instead {
 			missing |= 1 << p
 		}
 	}

@@ -179,7 +179,7 @@ func TestSparse(t *testing.T) {
 	// Rows per projection of a unit of a few records: projections 1 and 2
 	// hardly merge, the ones without the model and channel do.
 	rows := []int{10, 9, 8, 6, 6, 3, 6, 5, 2, 8}
-	missing := Sparse(rows)
+	missing := Sparse(rows, 40)
 	for p, want := range []bool{false, true, true, true, true, false, true, false, true, true} {
 		if got := missing&(1<<p) != 0; got != want {
 			t.Errorf("projection %d (%d rows, fallback %d): left out %v, want %v", p, rows[p], Fallback(p, missing), got, want)
@@ -198,11 +198,20 @@ func TestSparse(t *testing.T) {
 	}
 	// Where every projection merges its finer one's rows, every one is
 	// stored.
-	if m := Sparse([]int{1000, 400, 190, 60, 60, 10, 20, 20, 2, 90}); m != 0 {
+	if m := Sparse([]int{1000, 400, 190, 60, 60, 10, 20, 20, 2, 90}, 3000); m != 0 {
 		t.Errorf("dense unit: left out %b", m)
 	}
-	if Sparse(make([]int, len(Projections))) != 0 {
+	if Sparse(make([]int, len(Projections)), 0) != 0 {
 		t.Error("an empty unit leaves projections out")
+	}
+
+	// Where the unit hardly merges its finer rows (15), projection 0 is
+	// left out too, and so is each projection that would read those.
+	m0 := Sparse(rows, 15)
+	for p, want := range []bool{true, true, true, false, false, false, true, true, true, true} {
+		if got := m0&(1<<p) != 0; got != want {
+			t.Errorf("finer rows 15: projection %d left out %v, want %v", p, got, want)
+		}
 	}
 
 	// A summary of projection 8 over three hours, by the hour: the
@@ -224,6 +233,22 @@ func TestSparse(t *testing.T) {
 		{StoredLevel(Hour, 5), d0 + hour, d0 + 2*hour}}
 	if !slices.Equal(got, want) {
 		t.Errorf("hour left out of projection 8: read %v, want %v", got, want)
+	}
+	// The middle hour left out every projection: its half hours are read.
+	p = Plan{Dirty: map[[2]int64]bool{}, Missing: map[[2]int64]uint16{{Hour, d0 + hour}: 1<<len(Projections) - 1}, Proj: 8}
+	for level := range NumLevels {
+		p.Allowed[level] = Unit[level] <= time.Hour
+	}
+	p.Cover(Day, d0, d0+3*hour)
+	got = nil
+	for _, g := range p.ByLevel(8) {
+		for _, s := range g.Spans {
+			got = append(got, [3]int64{g.Level, s.From, s.To})
+		}
+	}
+	want = [][3]int64{{StoredLevel(Hour, 8), d0, d0 + hour}, {StoredLevel(Hour, 8), d0 + 2*hour, d0 + 3*hour}, {StoredLevel(HalfHour, 8), d0 + hour, d0 + 2*hour}}
+	if !slices.Equal(got, want) {
+		t.Errorf("hour left out whole: read %v, want %v", got, want)
 	}
 }
 

@@ -132,32 +132,66 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 			return false, nil
 		}
 	}
-	// Made from the finer level's rows of every dimension and status; a
-	// minute from its raw rows (every writer's).
+	// Made from the finer level's rows of every dimension and status (a
+	// ten-minute unit from its minutes' raw rows, every writer's), or,
+	// for a finer unit that left projection 0 out, from its own finer
+	// rows: what a summary of projection 0 reads for the unit.
+	plan := rollup.Plan{Missing: map[[2]int64]uint16{}}
+	for l := range rollup.NumLevels {
+		plan.Allowed[l] = true
+	}
+	if finer > rollup.Minute {
+		rows, err := tx.QueryContext(ctx, `SELECT level, start_ns, missing FROM rollup_units WHERE level IN (`+compactedLevels+
+			`) AND start_ns >= $1 AND start_ns < $2 AND (missing & 1) <> 0`, start, end)
+		if err != nil {
+			return false, fmt.Errorf("compact: %w", err)
+		}
+		for rows.Next() {
+			var l, st, m int64
+			if err := rows.Scan(&l, &st, &m); err != nil {
+				rows.Close()
+				return false, fmt.Errorf("compact: %w", err)
+			}
+			plan.Missing[[2]int64{l, st}] = uint16(m)
+		}
+		if err := rows.Close(); err != nil {
+			return false, fmt.Errorf("compact: %w", err)
+		}
+	}
+	plan.Cover(finer, start, end)
 	cells := map[rollup.Key]*rollup.Cell{}
-	rows, err := tx.QueryContext(ctx, "SELECT "+rollup.SelectColumns+" FROM rollups WHERE level = $1 AND start_ns >= $2 AND start_ns < $3",
-		rollup.StoredLevel(max(finer, rollup.Minute), 0), start, end)
-	if err != nil {
-		return false, fmt.Errorf("compact: %w", err)
-	}
+	read := 0
 	sr := newScannedRollup()
-	for rows.Next() {
-		if err := sr.scan(rows); err != nil {
-			rows.Close()
+	for _, g := range plan.ByLevel(0) {
+		var b builder
+		var or []string
+		for _, sp := range g.Spans {
+			or = append(or, "(start_ns >= "+b.arg(sp.From)+" AND start_ns < "+b.arg(sp.To)+")")
+		}
+		rows, err := tx.QueryContext(ctx, "SELECT "+rollup.SelectColumns+" FROM rollups WHERE level = "+b.arg(g.Level)+
+			" AND ("+strings.Join(or, " OR ")+")", b.args...)
+		if err != nil {
 			return false, fmt.Errorf("compact: %w", err)
 		}
-		c := cells[sr.key]
-		if c == nil {
-			c = rollup.NewCell()
-			cells[sr.key] = c
+		for rows.Next() {
+			if err := sr.scan(rows); err != nil {
+				rows.Close()
+				return false, fmt.Errorf("compact: %w", err)
+			}
+			read++
+			c := cells[sr.key]
+			if c == nil {
+				c = rollup.NewCell()
+				cells[sr.key] = c
+			}
+			if err := c.MergeRow(sr.key.Status, sr.count, sr.statuses, sr.labels, sr.bytesOf()); err != nil {
+				rows.Close()
+				return false, fmt.Errorf("compact: %w", err)
+			}
 		}
-		if err := c.MergeRow(sr.key.Status, sr.count, sr.statuses, sr.labels, sr.bytesOf()); err != nil {
-			rows.Close()
+		if err := rows.Close(); err != nil {
 			return false, fmt.Errorf("compact: %w", err)
 		}
-	}
-	if err := rows.Close(); err != nil {
-		return false, fmt.Errorf("compact: %w", err)
 	}
 	var b builder
 	levels := rollup.StoredLevels(level)
@@ -176,7 +210,7 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 	for p, cells := range projected {
 		rowsOf[p] = len(cells)
 	}
-	missing := rollup.Sparse(rowsOf)
+	missing := rollup.Sparse(rowsOf, read)
 	if missing != 0 {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_units (level, start_ns, missing) VALUES ($1, $2, $3)`,
 			int64(level), start, int64(missing)); err != nil {

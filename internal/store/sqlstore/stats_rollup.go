@@ -79,10 +79,12 @@ func (s *sqlStore) StatsFromRollups(ctx context.Context, q *store.StatsQuery, ac
 	if err := rows.Close(); err != nil {
 		return fromT, toT, fmt.Errorf("stats: %w", err)
 	}
-	if proj != 0 { // projection 0 is never left out
+	{
+		// The units that left out proj (or projection 0, which a unit
+		// without its fallback is read in).
 		plan.Proj, plan.Missing = proj, map[[2]int64]uint16{}
 		rows, err := tx.QueryContext(ctx, `SELECT level, start_ns, missing FROM rollup_units WHERE level IN (`+compactedLevels+
-			`) AND start_ns >= $1 AND start_ns < $2 AND (missing & $3) <> 0`, from, to, int64(1)<<proj)
+			`) AND start_ns >= $1 AND start_ns < $2 AND (missing & $3) <> 0`, from, to, int64(1)<<proj|1)
 		if err != nil {
 			return fromT, toT, fmt.Errorf("stats: %w", err)
 		}
