@@ -245,6 +245,9 @@ func (c *Client) attempt(ctx, parent context.Context, body []byte, m *measuremen
 		if info, err := protocol.ParseResponse(c.Wire.API, b); err == nil && info.Error {
 			m.row.ErrorCode = info.ErrorCode
 		}
+		if m.row.ErrorCode == "" {
+			m.row.ErrorCode = c.Wire.HeaderErrorCode(resp.Header)
+		}
 		m.fail(c.now(), StatusHTTPError, PhaseAtHeaders, fmt.Sprintf("HTTP %d", resp.StatusCode))
 		return c.Retry.retryable(StatusHTTPError, resp.StatusCode)
 	}

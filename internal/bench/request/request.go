@@ -171,6 +171,33 @@ type API struct {
 	// which yields each frame as a piece for the classifier.
 	StreamType string
 	NewReader  func(r io.Reader) PieceReader
+	// ErrorCode, when set, reads the provider's error type from an error
+	// response's headers, for an API whose error bodies carry none
+	// (Bedrock's x-amzn-ErrorType); "": none there.
+	ErrorCode func(h http.Header) string
+}
+
+// maxErrorCode bounds an error code read from a header.
+const maxErrorCode = 128
+
+// HeaderErrorCode returns the error type of an error response's headers h
+// for the run's API (API.ErrorCode), bounded to 128 bytes of printable
+// ASCII; "" when the API reads none or h has none.
+func (w *Wire) HeaderErrorCode(h http.Header) string {
+	a := w.api()
+	if a.ErrorCode == nil {
+		return ""
+	}
+	code := a.ErrorCode(h)
+	if len(code) > maxErrorCode {
+		code = code[:maxErrorCode]
+	}
+	for i := 0; i < len(code); i++ {
+		if code[i] < 0x21 || code[i] > 0x7e {
+			return ""
+		}
+	}
+	return code
 }
 
 // PieceReader yields a stream's pieces; *sse.Reader is the SSE one.

@@ -247,7 +247,7 @@ func errorMessage(h http.Header, b []byte) string {
 	if msg == "" {
 		msg = e.MessageU
 	}
-	typ, _, _ := strings.Cut(h.Get("X-Amzn-Errortype"), ":")
+	typ := ErrorTypeOf(h)
 	if len(msg) > maxErrorMessage {
 		msg = msg[:maxErrorMessage] + "…"
 	}
@@ -263,6 +263,14 @@ func errorMessage(h http.Header, b []byte) string {
 		return "Bedrock: " + typ
 	}
 	return typ + ": " + msg
+}
+
+// ErrorTypeOf is the exception type of a Bedrock error response: its
+// x-amzn-ErrorType header up to the first colon (AWS may append the
+// type's namespace: "ThrottlingException:http://internal.amazon.com/…").
+func ErrorTypeOf(h http.Header) string {
+	typ, _, _ := strings.Cut(h.Get("X-Amzn-Errortype"), ":")
+	return strings.TrimSpace(typ)
 }
 
 // maxErrorMessage bounds the upstream message an error passes on.

@@ -49,5 +49,6 @@ func init() {
 		Auth:       func(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) },
 		StreamType: ContentType,
 		NewReader:  func(r io.Reader) request.PieceReader { return eventstream.NewPieces(r, 0) },
+		ErrorCode:  ErrorTypeOf,
 	})
 }
