@@ -279,3 +279,34 @@ func BenchmarkConverseClassify(b *testing.B) {
 		}
 	}
 }
+
+// TestConverseAllocsPerEvent: reading and classifying a Converse frame
+// once more in a long stream of it allocates at most once (the visible
+// text's buffer grows now and then; nothing else), for each kind of
+// content event and the metadata event, as the SSE APIs' tests require.
+func TestConverseAllocsPerEvent(t *testing.T) {
+	for _, ev := range []struct{ typ, payload string }{
+		{"contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":" Hello"}}`},
+		{"contentBlockDelta", `{"contentBlockIndex":0,"delta":{"reasoningContent":{"text":" so"}}}`},
+		{"contentBlockDelta", `{"contentBlockIndex":1,"delta":{"toolUse":{"input":"{\"q\":"}}}`},
+		{"contentBlockStart", `{"contentBlockIndex":1,"start":{"toolUse":{"toolUseId":"t1","name":"search"}}}`},
+		{"metadata", `{"usage":{"inputTokens":3,"outputTokens":4,"totalTokens":7},"metrics":{"latencyMs":300}}`},
+	} {
+		frame := eventstream.AppendEvent(nil, ev.typ, []byte(ev.payload))
+		r := eventstream.NewPieces(&loopReader{data: frame}, 0)
+		s := protocol.NewStream(API)
+		n := testing.AllocsPerRun(2000, func() {
+			p, err := r.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res := s.Piece(p); res.Kinds == 0 {
+				t.Fatalf("%s %s: no kind", ev.typ, ev.payload)
+			}
+		})
+		if n > 1 {
+			t.Errorf("%s %s: %.2f allocations per event, want ≤ 1", ev.typ, ev.payload, n)
+		}
+		t.Logf("%s %.40s: %.3f allocations per event", ev.typ, ev.payload, n)
+	}
+}
