@@ -41,6 +41,13 @@ import (
 type chStore struct {
 	write *sql.DB // inserts, partition drops, compaction, pings
 	read  *sql.DB // queries: a pool of its own, as on PostgreSQL
+	// clock is the pool whose server's clock stamps rollup marks (see
+	// serverNow): the store's own server, or a cluster's first node, so
+	// that gateways on different nodes stamp with one clock.
+	clock *sql.DB
+	// cluster is the layout of a store over a cluster (cluster.go), or
+	// nil on one server.
+	cluster *chCluster
 
 	// statsSlots holds a token per Stats call running (see
 	// MaxConcurrentStats).
@@ -74,12 +81,35 @@ func (s *chStore) WriterBatching() (int, time.Duration) {
 // protocol; the options are clickhouse-go's) and applies the migrations.
 // The database must exist.
 func openClickHouse(ctx context.Context, dsn string) (store.Store, error) {
-	opts, err := clickhouse.ParseDSN(dsn)
+	chDSN, clusterName, localDB, err := splitDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", store.RedactDSN(dsn), err)
+	}
+	opts, err := clickhouse.ParseDSN(chDSN)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", store.RedactDSN(dsn), err)
 	}
 	if opts.Auth.Database == "" {
 		return nil, fmt.Errorf("open store %s: the DSN names no database (clickhouse://host:9000/db)", store.RedactDSN(dsn))
+	}
+	var cluster *chCluster
+	if clusterName != "" {
+		if cluster, err = openCluster(ctx, opts, clusterName, localDB); err != nil {
+			return nil, fmt.Errorf("open store %s: %w", store.RedactDSN(dsn), err)
+		}
+		// An insert returns once every shard holds its rows, so that a
+		// record is readable when the writer says it is stored, and a
+		// shard that is down fails the insert (an outage, retried) rather
+		// than leaving its rows queued on the node.
+		if opts.Settings == nil {
+			opts.Settings = clickhouse.Settings{}
+		}
+		opts.Settings["insert_distributed_sync"] = 1
+	}
+	closeCluster := func() {
+		if cluster != nil {
+			cluster.close()
+		}
 	}
 	open := func(conns int) (*sql.DB, error) {
 		o := *opts
@@ -96,26 +126,40 @@ func openClickHouse(ctx context.Context, dsn string) (store.Store, error) {
 	}
 	write, err := open(clickhouseWriteConns)
 	if err != nil {
+		closeCluster()
 		return nil, err
 	}
-	if err := chMigrate(ctx, write); err != nil {
-		write.Close()
-		return nil, fmt.Errorf("open store %s: %w", store.RedactDSN(dsn), err)
+	if cluster == nil { // a cluster's nodes were migrated by openCluster
+		if err := chMigrate(ctx, write); err != nil {
+			write.Close()
+			return nil, fmt.Errorf("open store %s: %w", store.RedactDSN(dsn), err)
+		}
 	}
 	read, err := open(clickhouseReadConns)
 	if err != nil {
 		write.Close()
+		closeCluster()
 		return nil, err
 	}
-	return &chStore{write: write, read: read,
-		statsSlots: make(chan struct{}, store.MaxConcurrentStats), maxStatsRows: store.MaxStatsRows}, nil
+	s := &chStore{write: write, read: read, clock: write, cluster: cluster,
+		statsSlots: make(chan struct{}, store.MaxConcurrentStats), maxStatsRows: store.MaxStatsRows}
+	if cluster != nil {
+		s.clock = cluster.nodes[0].db
+	}
+	return s, nil
 }
 
 func (s *chStore) Engine() string { return "clickhouse" }
 
 func (s *chStore) Ping(ctx context.Context) error { return s.write.PingContext(ctx) }
 
-func (s *chStore) Close() error { return errors.Join(s.write.Close(), s.read.Close()) }
+func (s *chStore) Close() error {
+	err := errors.Join(s.write.Close(), s.read.Close())
+	if s.cluster != nil {
+		err = errors.Join(err, s.cluster.close())
+	}
+	return err
+}
 
 // migration is one embedded schema change, NNNN_what.sql.
 type migration struct {

@@ -416,8 +416,12 @@ func (s *chStore) List(ctx context.Context, f store.Filter) (store.Page, error) 
 		w.conds = append(w.conds, chTimeConds(math.MinInt64, ts+1)...)
 		w.cond("(timestamp_ns, request_id) < (?, ?)", ts, id)
 	}
-	rows, err := s.read.QueryContext(ctx, "SELECT timestamp_ns, request_id FROM requests"+w.String()+
-		" ORDER BY timestamp_ns DESC, request_id DESC LIMIT 1 BY request_id LIMIT "+strconv.Itoa(limit+1), w.args...)
+	// DISTINCT, not LIMIT 1 BY request_id: a row written twice (a retried
+	// batch) is the same pair twice, and over a cluster's Distributed
+	// table 18.16 cuts each shard's rows to the LIMIT before LIMIT BY
+	// drops its copies, which left pages short of rows that were there.
+	rows, err := s.read.QueryContext(ctx, "SELECT DISTINCT timestamp_ns, request_id FROM requests"+w.String()+
+		" ORDER BY timestamp_ns DESC, request_id DESC LIMIT "+strconv.Itoa(limit+1), w.args...)
 	if err != nil {
 		return store.Page{}, fmt.Errorf("list: %w", err)
 	}
@@ -429,6 +433,9 @@ func (s *chStore) List(ctx context.Context, f store.Filter) (store.Page, error) 
 		if err := rows.Scan(&ts, &id); err != nil {
 			rows.Close()
 			return store.Page{}, fmt.Errorf("list: %w", err)
+		}
+		if slices.Contains(ids, id) {
+			continue // one id stored at two times: two gateways made it at once (see Insert)
 		}
 		ids = append(ids, id)
 		lo, hi = min(lo, ts), max(hi, ts)
@@ -488,30 +495,23 @@ var chDayTables = []string{"request_ids", "requests", "rollups", "rollup_marks"}
 // records, their rollups and marks — whatever limit says, and returns how
 // many records it dropped. The day t falls within is kept whole until it
 // has passed too: ClickHouse deletes by partition, and a DELETE of rows is
-// a mutation that rewrites whole parts in the background.
+// a mutation that rewrites whole parts in the background. On a cluster
+// each node's partitions are dropped there (partPools), a table at a time
+// on every node in chDayTables order.
 func (s *chStore) DeleteBefore(ctx context.Context, t time.Time, limit int) (int, error) {
 	end := rollup.FloorDiv(store.UnixNano(t), chDayNs) // days before this one end by t
-	rows, err := s.write.QueryContext(ctx, `SELECT DISTINCT table, partition FROM system.parts
-		WHERE database = currentDatabase() AND active AND table IN ('request_ids', 'requests', 'rollups', 'rollup_marks')`)
-	if err != nil {
-		return 0, fmt.Errorf("delete: %w", err)
-	}
-	days := map[string][]int64{}
-	for rows.Next() {
-		var table, part string
-		if err := rows.Scan(&table, &part); err != nil {
-			rows.Close()
+	pools := s.partPools()
+	days := make([]map[string][]int64, len(pools)) // per pool, per table
+	some := false
+	for i, db := range pools {
+		var err error
+		if days[i], err = daysBefore(ctx, db, end); err != nil {
 			return 0, fmt.Errorf("delete: %w", err)
 		}
-		if d, err := strconv.ParseInt(part, 10, 64); err == nil && d < end {
-			days[table] = append(days[table], d)
-		}
-	}
-	if err := rows.Close(); err != nil {
-		return 0, fmt.Errorf("delete: %w", err)
+		some = some || len(days[i]["requests"]) > 0
 	}
 	n := 0
-	if len(days["requests"]) > 0 {
+	if some {
 		var dropped uint64
 		err := s.write.QueryRowContext(ctx, "SELECT uniqExact(request_id) FROM requests WHERE timestamp_ns < ?", end*chDayNs).Scan(&dropped)
 		if err != nil {
@@ -520,14 +520,40 @@ func (s *chStore) DeleteBefore(ctx context.Context, t time.Time, limit int) (int
 		n = int(dropped)
 	}
 	for _, table := range chDayTables {
-		slices.Sort(days[table])
-		for _, d := range days[table] {
-			if _, err := s.write.ExecContext(ctx, "ALTER TABLE "+table+" DROP PARTITION "+strconv.FormatInt(d, 10)); err != nil {
-				return 0, fmt.Errorf("delete: drop %s day %d: %w", table, d, err)
+		for i, db := range pools {
+			for _, d := range days[i][table] {
+				if _, err := db.ExecContext(ctx, "ALTER TABLE "+table+" DROP PARTITION "+strconv.FormatInt(d, 10)); err != nil {
+					return 0, fmt.Errorf("delete: drop %s day %d: %w", table, d, err)
+				}
 			}
 		}
 	}
 	return n, nil
+}
+
+// daysBefore returns, per table of chDayTables, the day partitions of db's
+// database before day end, in order.
+func daysBefore(ctx context.Context, db *sql.DB, end int64) (map[string][]int64, error) {
+	rows, err := db.QueryContext(ctx, `SELECT DISTINCT table, partition FROM system.parts
+		WHERE database = currentDatabase() AND active AND table IN ('request_ids', 'requests', 'rollups', 'rollup_marks')`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	days := map[string][]int64{}
+	for rows.Next() {
+		var table, part string
+		if err := rows.Scan(&table, &part); err != nil {
+			return nil, err
+		}
+		if d, err := strconv.ParseInt(part, 10, 64); err == nil && d < end {
+			days[table] = append(days[table], d)
+		}
+	}
+	for _, ds := range days {
+		slices.Sort(ds)
+	}
+	return days, rows.Err()
 }
 
 // chDayNs is a day in nanoseconds: the partition unit.

@@ -105,7 +105,7 @@ func (s *chStore) writeRollups(ctx context.Context, token string, recs []*record
 	if err := chInsert(ctx, s.write, "rollups", chRollupColumns, rows); err != nil {
 		return fmt.Errorf("write rollups: %w", err)
 	}
-	now, err := serverNow(ctx, s.write)
+	now, err := serverNow(ctx, s.clock)
 	if err != nil {
 		return fmt.Errorf("write rollups: %w", err)
 	}
@@ -240,7 +240,7 @@ func (s *chStore) compactLevel(ctx context.Context, level int, cut int64, limit 
 			return 0, nil
 		}
 	}
-	began, err := serverNow(ctx, s.write)
+	began, err := serverNow(ctx, s.clock)
 	if err != nil {
 		return 0, fmt.Errorf("compact: %w", err)
 	}
@@ -320,15 +320,39 @@ func (s *chStore) compactLevel(ctx context.Context, level int, cut int64, limit 
 }
 
 // mergeDay merges the rollups of the day that starts at start into one
-// part. OPTIMIZE does nothing, silently, while a background merge holds
-// some of the day's parts; asked to say so (optimize_throw_if_noop), it is
-// tried again until that merge is done, for up to about three seconds,
-// after which the background merges are left to finish the work.
+// part, on every node that holds some of them (on a cluster, each shard
+// merges its own). OPTIMIZE does nothing, silently, while a background
+// merge holds some of the day's parts; asked to say so
+// (optimize_throw_if_noop), it is tried again until that merge is done,
+// for up to about three seconds, after which the background merges are
+// left to finish the work. A node without the day's partition is skipped:
+// there OPTIMIZE could only say it did nothing.
 func (s *chStore) mergeDay(ctx context.Context, start int64) error {
-	q := "OPTIMIZE TABLE rollups PARTITION " + strconv.FormatInt(start/chDayNs, 10) + " FINAL"
+	part := strconv.FormatInt(start/chDayNs, 10)
+	q := "OPTIMIZE TABLE rollups PARTITION " + part + " FINAL"
 	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"optimize_throw_if_noop": 1}))
+	for _, db := range s.partPools() {
+		var parts uint64
+		err := db.QueryRowContext(ctx, `SELECT count() FROM system.parts WHERE database = currentDatabase() AND active
+			AND table = 'rollups' AND partition = ?`, part).Scan(&parts)
+		if err != nil {
+			return err
+		}
+		if parts == 0 {
+			continue
+		}
+		if err := optimizeRetried(ctx, db, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// optimizeRetried runs the OPTIMIZE q until it is not refused for a merge
+// in progress, up to 30 times 100 ms apart.
+func optimizeRetried(ctx context.Context, db *sql.DB, q string) error {
 	for range 30 {
-		_, err := s.write.ExecContext(ctx, q)
+		_, err := db.ExecContext(ctx, q)
 		if chCode(err) != chCannotAssignOptimize {
 			return err
 		}
