@@ -63,10 +63,13 @@ type bodyBudget struct {
 	collecting sync.Mutex
 
 	// mu guards used, byKey and changed.
-	mu      sync.Mutex
-	used    int64
-	byKey   map[string]int64
-	changed chan struct{} // closed (and replaced) when bytes are let go
+	mu    sync.Mutex
+	used  int64
+	byKey map[string]int64
+	// changed is closed when bytes are let go, if a body waits for room
+	// (made by the first that waits, so that a budget nobody waits on
+	// costs no allocation per request).
+	changed chan struct{}
 }
 
 func newBodyBudget(total, perKey int64, wait time.Duration) *bodyBudget {
@@ -79,7 +82,7 @@ func newBodyBudget(total, perKey int64, wait time.Duration) *bodyBudget {
 	if wait <= 0 {
 		wait = DefaultBodyWait
 	}
-	return &bodyBudget{total: total, perKey: perKey, wait: wait, byKey: map[string]int64{}, changed: make(chan struct{})}
+	return &bodyBudget{total: total, perKey: perKey, wait: wait, byKey: map[string]int64{}}
 }
 
 // lease is one request's part of the budget.
@@ -87,12 +90,20 @@ type lease struct {
 	b   *bodyBudget
 	key string
 	n   int64 // bytes counted; guarded by b.mu
-	// waitUntil bounds the waiting of the whole body, not of each step.
-	waitUntil time.Time
+	// waitUntil bounds the waiting of the whole body, not of each step:
+	// the monotonic time since leaseEpoch (a Duration, not a time.Time:
+	// 16 bytes fewer in every request's exchange, which holds its lease).
+	waitUntil time.Duration
 }
 
-func (b *bodyBudget) lease(key string) *lease {
-	return &lease{b: b, key: key}
+// leaseEpoch is the origin of the leases' waitUntil.
+var leaseEpoch = time.Now()
+
+// lease starts l as key's part of b; l is held by the request (no
+// allocation of its own).
+func (b *bodyBudget) lease(l *lease, key string) *lease {
+	*l = lease{b: b, key: key}
+	return l
 }
 
 // grow counts n more bytes for the lease, waiting while the budget or the
@@ -102,8 +113,8 @@ func (l *lease) grow(ctx context.Context, n int64) error {
 		return nil
 	}
 	b := l.b
-	if l.waitUntil.IsZero() {
-		l.waitUntil = time.Now().Add(b.wait)
+	if l.waitUntil == 0 {
+		l.waitUntil = time.Since(leaseEpoch) + b.wait
 	}
 	for {
 		b.mu.Lock()
@@ -126,9 +137,12 @@ func (l *lease) grow(ctx context.Context, n int64) error {
 			b.refused.Add(1)
 			return errBodyBudget
 		}
+		if b.changed == nil {
+			b.changed = make(chan struct{})
+		}
 		changed := b.changed
 		b.mu.Unlock()
-		left := time.Until(l.waitUntil)
+		left := l.waitUntil - time.Since(leaseEpoch)
 		if left <= 0 {
 			b.refused.Add(1)
 			return errBodyBudget
@@ -160,8 +174,10 @@ func (l *lease) shrink(n int64) {
 	} else {
 		delete(b.byKey, l.key)
 	}
-	close(b.changed)
-	b.changed = make(chan struct{})
+	if b.changed != nil {
+		close(b.changed)
+		b.changed = nil
+	}
 	b.mu.Unlock()
 }
 

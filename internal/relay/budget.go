@@ -27,14 +27,15 @@ func (x *exchange) budgetNeed() *route.Need {
 	x.req.mu.Lock()
 	n.Bound = int64(len(x.req.body))
 	x.req.mu.Unlock()
-	if n.Tokens == nil {
-		n.Tokens = func() int64 {
-			x.req.mu.Lock()
-			defer x.req.mu.Unlock()
-			return int64(admission.PromptTokens(x.req.body))
-		}
-	}
+	n.Tokens = x // the exchange itself: a closure would cost an allocation per request
 	return n
+}
+
+// PromptTokens counts the prompt's tokens for the plan (route.Counter).
+func (x *exchange) PromptTokens() int64 {
+	x.req.mu.Lock()
+	defer x.req.mu.Unlock()
+	return int64(admission.PromptTokens(x.req.body))
 }
 
 // planSkips notes in the record the channels the plan passed over for
@@ -65,11 +66,15 @@ func (x *exchange) budgetSeen(a *attempt, resp *http.Response) {
 		return
 	}
 	x.g.opts.Router.Budget(a.ch, x.req.model).See(l)
+	// Copies, not &l.Requests.Remaining: that would move every answer's
+	// l to the heap, headers or none (an allocation on every request).
 	if l.Requests.Known {
-		a.remReq = &l.Requests.Remaining
+		n := l.Requests.Remaining
+		a.remReq = &n
 	}
 	if l.Tokens.Known {
-		a.remTok = &l.Tokens.Remaining
+		n := l.Tokens.Remaining
+		a.remTok = &n
 	}
 }
 

@@ -287,21 +287,23 @@ type exchange struct {
 	req       *clientRequest
 	route     route.Plan // the channels to try, in order (see relay)
 	attempts  []record.Attempt
-	committed bool      // response headers or bytes reached the client: no more fallback
-	proto     string    // the API family the request is routed by
-	unit      *wire.API // the API whose formats the client reads
-	scratch   []byte    // reused for events the relay has to rewrite
-	abortConn bool      // end the response abnormally after recording: the body or stream was cut
+	proto     string     // the API family the request is routed by
+	unit      *wire.API  // the API whose formats the client reads
+	scratch   []byte     // reused for events the relay has to rewrite
+	errorNote string     // added to the record's error
+	conn      *timedConn // the client connection, when the server times it (TimeConns)
+	body      *lease     // the request body's part of the budget, until the prompt is let go (&bodyLease, or nil)
+	bodyLease lease
+	ticket    *admission.Ticket // the request's hold on its limits; nil when none applied
+	// The flags together: an exchange is one allocation per request, and
+	// padding can take it to the next size class (1536 → 1792 bytes).
+	committed bool // response headers or bytes reached the client: no more fallback
+	abortConn bool // end the response abnormally after recording: the body or stream was cut
 	// skipRecord drops the record of a failed authentication that is
-	// only counted (see authFailures); errorNote is added to the
-	// record's error.
+	// only counted (see authFailures).
 	skipRecord bool
-	errorNote  string
-	conn       *timedConn        // the client connection, when the server times it (TimeConns)
-	body       *lease            // the request body's part of the budget, until the prompt is let go
-	starting   bool              // counted in opts.Starting, until started
-	ticket     *admission.Ticket // the request's hold on its limits; nil when none applied
-	need       route.Need        // what the request takes of a channel's provider budget (budget.go)
+	starting   bool       // counted in opts.Starting, until started
+	need       route.Need // what the request takes of a channel's provider budget (budget.go)
 }
 
 func (x *exchange) serve() {
@@ -404,7 +406,7 @@ func (x *exchange) prepare() *HTTPError {
 			x.w.Header().Set("Connection", "close")
 			return &HTTPError{Code: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Msg: "the request body is larger than " + strconv.FormatInt(g.opts.MaxBodyBytes, 10) + " bytes", Status: record.StatusBadRequest}
 		}
-		x.body = g.bodies.lease(p.Name)
+		x.body = g.bodies.lease(&x.bodyLease, p.Name)
 		body, err = readBody(x.r.Context(), http.MaxBytesReader(x.w, x.r.Body, g.opts.MaxBodyBytes), x.r.ContentLength, g.opts.MaxBodyBytes, x.body)
 		x.tl.PhaseSince(timeline.PhaseBodyRead, start)
 		if err != nil {

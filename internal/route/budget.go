@@ -42,19 +42,29 @@ type Need struct {
 	// a token is at least one byte); a budget at or above it admits
 	// without counting.
 	Bound int64
-	// Tokens counts the request's tokens; it is called at most once.
-	Tokens func() int64
+	// Tokens counts the request's tokens; it is asked at most once.
+	Tokens Counter
 
 	tokens int64
 	done   bool
 }
+
+// Counter counts a request's prompt tokens. The relay's request is its
+// own Counter, so that a plan's Need costs no allocation.
+type Counter interface{ PromptTokens() int64 }
+
+// CountFunc is a Counter of a function.
+type CountFunc func() int64
+
+// PromptTokens calls f.
+func (f CountFunc) PromptTokens() int64 { return f() }
 
 func (n *Need) count() int64 {
 	if n == nil || n.Tokens == nil {
 		return 0
 	}
 	if !n.done {
-		n.tokens, n.done = max(n.Tokens(), 0), true
+		n.tokens, n.done = max(n.Tokens.PromptTokens(), 0), true
 	}
 	return n.tokens
 }

@@ -22,7 +22,7 @@ func TestBudgetSkips(t *testing.T) {
 	a := r.Budget(r.Channel("a"), "m")
 	counted := 0
 	need := func(tokens int64) *Need {
-		return &Need{Bound: 4 * tokens, Tokens: func() int64 { counted++; return tokens }}
+		return &Need{Bound: 4 * tokens, Tokens: CountFunc(func() int64 { counted++; return tokens })}
 	}
 	plan := func(n *Need) Plan { return r.PlanFor("openai", "m", "", n) }
 
@@ -172,7 +172,7 @@ func TestBudgetKeys(t *testing.T) {
 func BenchmarkPlanBudget(b *testing.B) {
 	chans := []*Channel{{Name: "a", Protocol: "openai", Weight: 1}, {Name: "b", Protocol: "openai", Priority: 1, Weight: 1}}
 	r := New(chans, Options{Seed: 1})
-	n := &Need{Bound: 4000, Tokens: func() int64 { return 1000 }}
+	n := &Need{Bound: 4000, Tokens: CountFunc(func() int64 { return 1000 })}
 	b.Run("untold", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

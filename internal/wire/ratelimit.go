@@ -91,8 +91,12 @@ func HeaderDuration(h http.Header, name string) time.Duration {
 	if v == "" || len(v) > 32 {
 		return 0
 	}
-	if f, err := strconv.ParseFloat(v, 64); err == nil {
-		return bound(time.Duration(f * float64(time.Second)))
+	// A unit ends the notation; only a bare number is tried as one (a
+	// failed ParseFloat allocates its error, on every answer).
+	if c := v[len(v)-1]; c >= '0' && c <= '9' || c == '.' {
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			return bound(time.Duration(f * float64(time.Second)))
+		}
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil {
