@@ -101,7 +101,11 @@ func (w *Wire) Body(prompt string) ([]byte, error) {
 	m := map[string]any{}
 	a.Body(w, prompt, m)
 	if w.Tools != nil {
-		m["tools"] = w.Tools
+		if a.Tools != nil {
+			a.Tools(m, w.Tools)
+		} else {
+			m["tools"] = w.Tools
+		}
 	}
 	return json.Marshal(m)
 }
@@ -158,6 +162,9 @@ type API struct {
 	// Body fills the JSON body of a request with the prompt into m; the
 	// tools are added after it.
 	Body func(w *Wire, prompt string, m map[string]any)
+	// Tools, when set, puts the run's tools (a JSON array) into the body
+	// where the API takes them; nil: a top-level "tools".
+	Tools func(m map[string]any, tools json.RawMessage)
 	// Auth sets the key (never empty) and the headers the API requires.
 	Auth func(h http.Header, key string)
 	// Headers, when set, adds the headers every request of the API

@@ -1,11 +1,13 @@
 package bedrock
 
 import (
-	"errors"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 
 	"github.com/ttfx/ttfx/internal/bench/request"
 	"github.com/ttfx/ttfx/internal/provider/bedrock/eventstream"
@@ -18,13 +20,11 @@ func init() {
 	request.Register(&request.API{
 		Name: API,
 		Check: func(w *request.Wire) error {
-			switch {
-			case w.Sampling.Seed != nil:
+			if w.Sampling.Seed != nil {
 				return fmt.Errorf("seed: the %s API takes no sampling seed", w.API)
-			case w.ReasoningEffort != "":
-				return fmt.Errorf("reasoning-effort: the %s API takes reasoning as a model's own field; not sent by the benchmark client", w.API)
-			case w.Tools != nil:
-				return errors.New("tools: the Converse API takes tools in toolConfig, which the benchmark client does not send")
+			}
+			if _, err := strconv.Atoi(w.ReasoningEffort); err != nil && w.ReasoningEffort != "" && strings.Contains(w.Model, "anthropic.") {
+				return fmt.Errorf("reasoning-effort: Claude models take a thinking budget through the %s API (a number of tokens), not %q", w.API, w.ReasoningEffort)
 			}
 			return nil
 		},
@@ -45,10 +45,35 @@ func init() {
 			if len(cfg) > 0 {
 				m["inferenceConfig"] = cfg
 			}
+			if f := reasoningFields(w.Model, w.ReasoningEffort); f != nil {
+				m["additionalModelRequestFields"] = f
+			}
 		},
+		// Converse takes tools (its own toolSpec objects) in toolConfig.
+		Tools:      func(m map[string]any, tools json.RawMessage) { m["toolConfig"] = map[string]any{"tools": tools} },
 		Auth:       func(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) },
 		StreamType: ContentType,
 		NewReader:  func(r io.Reader) request.PieceReader { return eventstream.NewPieces(r, 0) },
 		ErrorCode:  ErrorTypeOf,
 	})
+}
+
+// reasoningFields is the additionalModelRequestFields that asks model for
+// reasoning: Converse has no field of its own, each model family reads
+// its own. A number is a thinking budget, which Anthropic's Claude models
+// take ({"thinking":{"type":"enabled","budget_tokens":N}}); a word is an
+// effort, which OpenAI's gpt-oss models take as reasoning_effort and
+// Amazon Nova as reasoningConfig.maxReasoningEffort (the form sent to any
+// other model). nil: none asked.
+func reasoningFields(model, effort string) map[string]any {
+	if effort == "" {
+		return nil
+	}
+	if n, err := strconv.Atoi(effort); err == nil {
+		return map[string]any{"thinking": map[string]any{"type": "enabled", "budget_tokens": n}}
+	}
+	if strings.Contains(model, "openai.") {
+		return map[string]any{"reasoning_effort": effort}
+	}
+	return map[string]any{"reasoningConfig": map[string]any{"type": "enabled", "maxReasoningEffort": effort}}
 }
