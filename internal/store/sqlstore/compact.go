@@ -163,13 +163,11 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 	read := 0
 	sr := newScannedRollup()
 	for _, g := range plan.ByLevel(0) {
-		var b builder
-		var or []string
-		for _, sp := range g.Spans {
-			or = append(or, "(start_ns >= "+b.arg(sp.From)+" AND start_ns < "+b.arg(sp.To)+")")
-		}
-		rows, err := tx.QueryContext(ctx, "SELECT "+rollup.SelectColumns+" FROM rollups WHERE level = "+b.arg(g.Level)+
-			" AND ("+strings.Join(or, " OR ")+")", b.args...)
+		// Past rollup.MaxSpansInSQL spans the query reads their envelope,
+		// which may hold rows read at another level: those are skipped.
+		envelope := len(g.Spans) > rollup.MaxSpansInSQL
+		query, args := spanQuery(rollup.SelectColumns, g.Level, g.Spans, nil)
+		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
 			return false, fmt.Errorf("compact: %w", err)
 		}
@@ -177,6 +175,9 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 			if err := sr.scan(rows); err != nil {
 				rows.Close()
 				return false, fmt.Errorf("compact: %w", err)
+			}
+			if envelope && !rollup.InSpans(g.Spans, sr.start) {
+				continue
 			}
 			read++
 			c := cells[sr.key]

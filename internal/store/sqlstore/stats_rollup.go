@@ -119,35 +119,58 @@ var compactedLevels = func() string {
 	return strings.Join(ls, ", ")
 }()
 
+// spanQuery returns the query of the columns sel of the rollup rows of one
+// stored level within spans (ordered, disjoint) that also meet the
+// conditions filters adds: past rollup.MaxSpansInSQL spans it reads their
+// envelope, and the caller drops the rows outside them; else a range
+// query per span, joined by UNION ALL. (With the spans ORed in one query
+// SQLite searched each range of a rowid table's key index, but reads every
+// row of the level in a WITHOUT ROWID table, which has no such plan: 40 ms
+// instead of 1 for a day's summary ending mid-minute at 100 000 records a
+// week.)
+func spanQuery(sel string, level int64, spans []rollup.Span, filters func(*builder)) (string, []any) {
+	var b builder
+	one := func(from, to int64) string {
+		b.conds = nil
+		b.cond("level = " + b.arg(level))
+		b.cond("start_ns >= " + b.arg(from))
+		b.cond("start_ns < " + b.arg(to))
+		if filters != nil {
+			filters(&b)
+		}
+		return "SELECT " + sel + " FROM rollups" + b.where()
+	}
+	if len(spans) > rollup.MaxSpansInSQL {
+		return one(spans[0].From, spans[len(spans)-1].To), b.args
+	}
+	parts := make([]string, len(spans))
+	for i, sp := range spans {
+		parts[i] = one(sp.From, sp.To)
+	}
+	return strings.Join(parts, " UNION ALL "), b.args
+}
+
 // readRollups merges the rollup rows of one level within spans into acc.
 func (s *sqlStore) readRollups(ctx context.Context, tx *sql.Tx, q *store.StatsQuery, acc *rollup.Acc, level int64, spans []rollup.Span) error {
-	var b builder
-	b.cond("level = " + b.arg(level))
-	envelope := len(spans) > rollup.MaxSpansInSQL
-	if envelope {
-		b.cond("start_ns >= " + b.arg(spans[0].From) + " AND start_ns < " + b.arg(spans[len(spans)-1].To))
-	} else {
-		var or []string
-		for _, sp := range spans {
-			or = append(or, "(start_ns >= "+b.arg(sp.From)+" AND start_ns < "+b.arg(sp.To)+")")
-		}
-		b.cond("(" + strings.Join(or, " OR ") + ")")
-	}
 	f := &q.Filter
-	for _, c := range []struct{ col, v string }{{"model", f.Model}, {"channel", f.Channel}, {"group_name", f.Group}, {"status", f.Status}} {
-		if c.v != "" {
-			b.cond(c.col + " = " + b.arg(c.v))
+	filters := func(b *builder) {
+		for _, c := range []struct{ col, v string }{{"model", f.Model}, {"channel", f.Channel}, {"group_name", f.Group}, {"status", f.Status}} {
+			if c.v != "" {
+				b.cond(c.col + " = " + b.arg(c.v))
+			}
 		}
-	}
-	if f.Stream != nil {
-		b.cond("stream = " + b.arg(*f.Stream))
+		if f.Stream != nil {
+			b.cond("stream = " + b.arg(*f.Stream))
+		}
 	}
 	sel := []string{"start_ns", "status", "count", "labels", "statuses"}
 	sel = append(sel, acc.DimCols...)
 	for _, fi := range acc.Fields {
 		sel = append(sel, store.StatFields[fi].RollupColumn())
 	}
-	rows, err := tx.QueryContext(ctx, "SELECT "+strings.Join(sel, ", ")+" FROM rollups"+b.where(), b.args...)
+	envelope := len(spans) > rollup.MaxSpansInSQL
+	query, args := spanQuery(strings.Join(sel, ", "), level, spans, filters)
+	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return fmt.Errorf("stats: rollups: %w", err)
 	}
