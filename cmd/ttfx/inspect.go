@@ -84,6 +84,12 @@ func inspectMain(args []string, stdin io.Reader, stdout io.Writer) error {
 		// read with its reader, classified as the API it carries.
 		api, framing = fa, f
 	}
+	if a := wire.LookupAPI(string(api)); framing == nil && a != nil && a.Framing != nil && a.Framing.NewReader != nil {
+		// --api names an API whose own framing is not sniffed
+		// (bedrock.invoke: its chunks are sniffed as the Anthropic
+		// events inside): the file is read frame by frame as that API's.
+		framing = a.Framing
+	}
 	if api == "" {
 		a, ok := protocol.Detect(data)
 		if !ok {
