@@ -16,17 +16,23 @@ import (
 // carry --tools in toolConfig.tools and --reasoning-effort in
 // additionalModelRequestFields (a number as Claude's thinking budget, a
 // word as reasoningConfig), and their streams' tool input and reasoning
-// are read as such (the simulator's tool-call and reasoning profiles).
+// are read as such (the simulator's tool-call and reasoning profiles); a
+// model id that is an ARN is escaped into one path segment.
 func TestConverseToolsAndReasoning(t *testing.T) {
-	s := sim.New(sim.Options{Profiles: sim.Builtin()})
+	const arn = "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/x1"
+	profiles := sim.Builtin()
+	profiles[arn] = profiles["fast"]
+	s := sim.New(sim.Options{Profiles: profiles})
 	var mu sync.Mutex
 	var bodies []map[string]any
+	var paths []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		var m map[string]any
 		json.Unmarshal(b, &m)
 		mu.Lock()
 		bodies = append(bodies, m)
+		paths = append(paths, r.URL.EscapedPath())
 		mu.Unlock()
 		r.Body = io.NopCloser(strings.NewReader(string(b)))
 		s.ServeHTTP(w, r)
@@ -72,6 +78,20 @@ func TestConverseToolsAndReasoning(t *testing.T) {
 		if got, _ := json.Marshal(last()["additionalModelRequestFields"]); string(got) != tc.want {
 			t.Errorf("reasoning %s: additionalModelRequestFields %s, want %s", tc.effort, got, tc.want)
 		}
+	}
+
+	// A model id that is an ARN is one path segment, escaped as the AWS
+	// SDKs escape it.
+	o = opts(srv.URL, arn, 1)
+	o.API, o.Key = "bedrock.converse", "bench-key"
+	if r := run(t, o).Requests[0]; r.Status != StatusOK || r.Tokens.Visible == nil || *r.Tokens.Visible != 60 {
+		t.Errorf("ARN row: %s (%s)", r.Status, r.Error)
+	}
+	mu.Lock()
+	got := paths[len(paths)-1]
+	mu.Unlock()
+	if want := "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Aapplication-inference-profile%2Fx1/converse-stream"; got != want {
+		t.Errorf("ARN path %q, want %q", got, want)
 	}
 
 	// A word of effort for a Claude model is refused before the run: Claude

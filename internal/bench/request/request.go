@@ -84,11 +84,18 @@ func (w *Wire) url() *url.URL {
 	u := *w.Base
 	u.Fragment, u.User = "", nil
 	q := u.Query()
-	p := w.api().Path(w, strings.TrimRight(u.Path, "/"), q)
+	a := w.api()
+	if a.EscapedPath {
+		p := a.Path(w, strings.TrimRight(u.EscapedPath(), "/"), q)
+		if unescaped, err := url.PathUnescape(p); err == nil {
+			u.Path, u.RawPath = unescaped, p
+		}
+	} else {
+		u.Path, u.RawPath = a.Path(w, strings.TrimRight(u.Path, "/"), q), ""
+	}
 	if enc := q.Encode(); enc != u.Query().Encode() {
 		u.RawQuery = enc // the API added a parameter
 	}
-	u.Path, u.RawPath = p, ""
 	return &u
 }
 
@@ -159,6 +166,10 @@ type API struct {
 	// Path returns the endpoint's path under the base URL's path base
 	// (trimmed of its final slash), and may set query parameters.
 	Path func(w *Wire, base string, q url.Values) string
+	// EscapedPath is set when Path takes the base's escaped path and
+	// returns an escaped one (a path segment that may hold "/", such as a
+	// Bedrock model id that is an ARN).
+	EscapedPath bool
 	// Body fills the JSON body of a request with the prompt into m; the
 	// tools are added after it.
 	Body func(w *Wire, prompt string, m map[string]any)

@@ -33,8 +33,11 @@ func init() {
 			if w.Stream {
 				method = methodConverseStream
 			}
-			return base + "/model/" + w.Model + "/" + method
+			return base + "/model/" + escapeSegment(w.Model) + "/" + method
 		},
+		// The model id is one segment, escaped as the AWS SDKs escape it
+		// (an ARN's ":" and "/" included).
+		EscapedPath: true,
 		Body: func(w *request.Wire, prompt string, m map[string]any) {
 			m["messages"] = []any{map[string]any{"role": "user", "content": []any{map[string]any{"text": prompt}}}}
 			cfg := map[string]any{}
