@@ -12,6 +12,7 @@ import (
 	"github.com/ttfx/ttfx/internal/auth"
 	"github.com/ttfx/ttfx/internal/record"
 	"github.com/ttfx/ttfx/internal/telemetry"
+	"github.com/ttfx/ttfx/internal/wire"
 )
 
 // setupTelemetry adds /metrics, the OpenTelemetry export and the request
@@ -188,7 +189,11 @@ func upstreams(s *Server) map[string]telemetry.Upstream {
 				port = 443
 			}
 		}
-		out[c.Name] = telemetry.Upstream{Address: c.BaseURL.Hostname(), Port: port}
+		up := telemetry.Upstream{Address: c.BaseURL.Hostname(), Port: port}
+		if k := wire.LookupKind(c.Protocol); k != nil {
+			up.Provider = k.GenAIProvider
+		}
+		out[c.Name] = up
 	}
 	return out
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -491,15 +492,17 @@ func TestGatewayTelemetryFromConfig(t *testing.T) {
 	rcv := newReceiver(t)
 	t.Setenv("TTFX_TEST_CLIENT_KEY", "client-key-for-config-test")
 	t.Setenv("TTFX_TEST_METRICS_KEY", "metrics-key-for-config-test")
+	t.Setenv("TTFX_TEST_BEDROCK_KEY", "bedrock-key-for-config-test")
 	cfg := mustConfig(t, fmt.Sprintf(`
 store: sqlite:%s/ttfx.db
 keys:
   - {name: app, role: client, group: team-a, key_env: TTFX_TEST_CLIENT_KEY}
 channels:
   - {name: primary, protocol: openai, base_url: %s, models: ["quick", "tools"], region: local}
+  - {name: brk, protocol: bedrock, base_url: %s, key_env: TTFX_TEST_BEDROCK_KEY, models: ["quick"]}
 metrics: {key_env: TTFX_TEST_METRICS_KEY}
 telemetry: {otlp_endpoint: %s, interval: 100ms}
-`, t.TempDir(), simSrv, rcv.url()))
+`, t.TempDir(), simSrv, simSrv, rcv.url()))
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := server.New(ctx, server.Options{Config: cfg, Listen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -521,7 +524,10 @@ telemetry: {otlp_endpoint: %s, interval: 100ms}
 	}
 	id := g.call(t, "openai.chat", "quick", g.client)
 	g.call(t, "openai.chat", "tools", g.client)
-	fams := waitRequests(t, g.url, "metrics-key-for-config-test", 2)
+	// An Anthropic client on the bedrock channel: its operation's
+	// provider is the channel kind's (aws.bedrock), not the API's.
+	bid := g.call(t, "anthropic", "quick", g.client)
+	fams := waitRequests(t, g.url, "metrics-key-for-config-test", 3)
 	if n, _ := histo(fams, "ttfx_time_to_first_text_seconds", map[string]string{"model": "quick", "group": "team-a", "channel": "primary"}); n != 1 {
 		t.Errorf("first text of quick in team-a on primary: %d", n)
 	}
@@ -530,7 +536,8 @@ telemetry: {otlp_endpoint: %s, interval: 100ms}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		names, spans := rcv.snapshot()
-		if names["gen_ai.client.operation.duration"] >= 2 && names["gen_ai.server.time_to_first_token"] >= 2 && spans[id] != nil {
+		if names["gen_ai.client.operation.duration"] >= 2 && names["gen_ai.server.time_to_first_token"] >= 2 && spans[id] != nil && spans[bid] != nil &&
+			slices.Contains(rcv.strings(), "aws.bedrock") {
 			ev := map[string]bool{}
 			for _, e := range spans[id] {
 				ev[e] = true
@@ -541,8 +548,8 @@ telemetry: {otlp_endpoint: %s, interval: 100ms}
 					t.Errorf("span of %s lacks event %s: %v", id, e, spans[id])
 				}
 			}
-			if names["gen_ai.server.time_per_output_token"] != 1 {
-				t.Errorf("time_per_output_token points %d, want 1 (the tool call has no visible text)", names["gen_ai.server.time_per_output_token"])
+			if names["gen_ai.server.time_per_output_token"] != 2 {
+				t.Errorf("time_per_output_token points %d, want 2: quick on openai and on aws.bedrock (the tool call has no visible text)", names["gen_ai.server.time_per_output_token"])
 			}
 			// No content and no key in any name or attribute.
 			values := rcv.strings()

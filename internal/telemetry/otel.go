@@ -43,6 +43,9 @@ const DefaultOTelInterval = 60 * time.Second
 type Upstream struct {
 	Address string
 	Port    int
+	// Provider is the gen_ai.provider.name of the channel's kind when it
+	// is not the client API's (wire.Kind.GenAIProvider); "": the API's.
+	Provider string
 }
 
 // OTelOptions configure OTel.
@@ -91,8 +94,11 @@ type OTelOptions struct {
 //     by gen_ai.token.type.
 //
 // gen_ai.provider.name names the wire protocol's provider (the API unit's
-// GenAIProvider): an OpenAI-compatible upstream cannot be told
-// apart, as the convention itself notes; server.address says which it was.
+// GenAIProvider), or the channel's kind's where the kind says so (a cloud
+// serving another provider's API: Anthropic clients on a bedrock channel
+// are aws.bedrock; Upstream.Provider): an OpenAI-compatible upstream
+// cannot be told apart, as the convention itself notes; server.address
+// says which it was.
 // gen_ai.system, the name before semantic conventions v1.37, is not sent:
 // this is a new instrumentation with no older output to stay compatible
 // with.
@@ -194,6 +200,9 @@ func genAI(api string) (op, provider string) {
 func (o *OTel) Record(rec *record.Record) {
 	ctx := context.Background()
 	op, provider := genAI(rec.API)
+	if up, ok := o.upstreams[rec.Channel]; ok && rec.Channel != "" && up.Provider != "" {
+		provider = up.Provider
+	}
 	if op != "" {
 		o.recordMetrics(ctx, rec, op, provider)
 	}
@@ -395,7 +404,14 @@ func (o *OTel) recordSpans(ctx context.Context, rec *record.Record, op, provider
 		}
 		aa := []attribute.KeyValue{attribute.String("ttfx.channel", a.Channel), attribute.Int("ttfx.attempt", i)}
 		if op != "" {
-			aa = append(aa, semconv.GenAIOperationNameKey.String(op), semconv.GenAIProviderNameKey.String(provider))
+			p := provider
+			if up, ok := o.upstreams[a.Channel]; ok {
+				_, p = genAI(rec.API)
+				if up.Provider != "" {
+					p = up.Provider
+				}
+			}
+			aa = append(aa, semconv.GenAIOperationNameKey.String(op), semconv.GenAIProviderNameKey.String(p))
 		}
 		if rec.Model != "" {
 			aa = append(aa, semconv.GenAIRequestModel(clip(rec.Model, maxLogModel)))

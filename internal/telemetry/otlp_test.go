@@ -234,7 +234,7 @@ func TestOTelExport(t *testing.T) {
 	o, err := telemetry.NewOTel(ctx, telemetry.OTelOptions{
 		Endpoint:  rcv.URL,
 		Interval:  time.Hour, // only the explicit flush exports
-		Upstreams: map[string]telemetry.Upstream{"sim-openai": {"api.example.test", 443}, "eu": {"eu.example.test", 8443}},
+		Upstreams: map[string]telemetry.Upstream{"sim-openai": {Address: "api.example.test", Port: 443}, "eu": {Address: "eu.example.test", Port: 8443}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -457,5 +457,49 @@ func BenchmarkOTelRecord(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		o.Record(&rec)
+	}
+}
+
+// TestOTelProviderOfKind: an Anthropic client served by a bedrock channel
+// is an aws.bedrock operation (the channel's kind names the provider, not
+// the client's API), on the channel's host; an attempt that failed on an
+// anthropic channel first is the API's provider.
+func TestOTelProviderOfKind(t *testing.T) {
+	rcv := newOTLPReceiver(t)
+	ctx := context.Background()
+	o, err := telemetry.NewOTel(ctx, telemetry.OTelOptions{
+		Endpoint: rcv.URL, Interval: time.Hour,
+		Upstreams: map[string]telemetry.Upstream{
+			"brk":  {Address: "bedrock-runtime.us-east-1.amazonaws.com", Port: 443, Provider: "aws.bedrock"},
+			"anth": {Address: "api.anthropic.com", Port: 443},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := traceB()
+	rec.RequestID, rec.API, rec.Route, rec.Channel = "req_brk", "anthropic", "POST /v1/messages", "brk"
+	rec.Attempts = append([]record.Attempt{{Channel: "anth", UpstreamStartMs: timeline.At(ms(0.1)), UpstreamHeadersMs: timeline.SpanOf(ms(50)),
+		UpstreamHeadersAtMs: timeline.At(ms(50.1)), Status: record.StatusUpstreamHTTPError, HTTPStatus: 529}}, rec.Attempts...)
+	rec.Attempts[1].Channel = "brk"
+	o.Record(&rec)
+	if err := o.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pts := rcv.histograms()["gen_ai.client.operation.duration"]
+	if len(pts) != 1 {
+		t.Fatalf("%d duration points, want 1", len(pts))
+	}
+	if a := attrMap(pts[0].Attributes); a["gen_ai.provider.name"] != "aws.bedrock" || a["server.address"] != "bedrock-runtime.us-east-1.amazonaws.com" {
+		t.Errorf("duration attributes %v, want aws.bedrock on its host", a)
+	}
+	providers := map[string]string{} // attempt channel → provider
+	for _, sp := range rcv.allSpans() {
+		if ch := attrString(sp.Attributes, "ttfx.channel"); ch != "" {
+			providers[ch] = attrString(sp.Attributes, "gen_ai.provider.name")
+		}
+	}
+	if providers["brk"] != "aws.bedrock" || providers["anth"] != "anthropic" {
+		t.Errorf("attempt spans' providers %v, want brk aws.bedrock and anth anthropic", providers)
 	}
 }

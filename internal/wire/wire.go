@@ -226,6 +226,11 @@ type Kind struct {
 	// Example is what a channel of the kind looks like, for synthetic
 	// records (internal/seed) and documentation; zero: none.
 	Example Example
+	// GenAIProvider is OpenTelemetry's gen_ai.provider.name of the
+	// kind's channels when it is not the client API's (a cloud serving
+	// another provider's API: "aws.bedrock" for Anthropic clients on
+	// Bedrock); "": the API's (API.GenAIProvider).
+	GenAIProvider string
 }
 
 // Example shows a channel of a kind: the host of the provider's public

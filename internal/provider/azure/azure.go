@@ -41,7 +41,7 @@ const ResponsesAPIVersion = "2025-04-01-preview"
 
 func init() {
 	wire.RegisterKind(&wire.Kind{
-		Name: Kind, Families: []string{openai.Family},
+		Name: Kind, Families: []string{openai.Family}, GenAIProvider: "azure.ai.openai",
 		Authorize: func(h http.Header, key string) {
 			if key != "" { // an Entra ID channel has none: its token is its credential
 				h.Set("Api-Key", key)

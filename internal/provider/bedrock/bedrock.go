@@ -66,7 +66,7 @@ func init() {
 		GenAIOperation: "chat", GenAIProvider: "aws.bedrock",
 	})
 	wire.RegisterKind(&wire.Kind{
-		Name: Family, Families: []string{Family, anthropic.Family}, ZeroConfig: true,
+		Name: Family, Families: []string{Family, anthropic.Family}, ZeroConfig: true, GenAIProvider: "aws.bedrock",
 		Authorize: func(h http.Header, key string) {
 			// A Bedrock API key is a bearer token; a signed channel
 			// has none (its Upstream's SigV4 authorizes).

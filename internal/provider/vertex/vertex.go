@@ -58,7 +58,7 @@ const googleTokenURL = "https://oauth2.googleapis.com/token"
 
 func init() {
 	wire.RegisterKind(&wire.Kind{
-		Name: Kind, Families: []string{gemini.Family, anthropic.Family},
+		Name: Kind, Families: []string{gemini.Family, anthropic.Family}, GenAIProvider: "gcp.vertex_ai",
 		// Vertex reads Anthropic's beta flags from the header, as
 		// Anthropic does; the version is in the body.
 		ForwardHeaders: []string{"X-Goog-Api-Client", "Anthropic-Beta"},
