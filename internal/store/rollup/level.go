@@ -210,11 +210,16 @@ func ProjectionFor(q *store.StatsQuery, dimCols []string) int {
 // cells that hold its dimensions: those of a projection made before it
 // that keeps them all (byDims lists such projections first), which at a
 // few records a key merges far fewer sketches than the full cells would.
-func ProjectCells(full map[Key]*Cell) []map[Key]*Cell {
+func ProjectCells(full map[Key]*Cell) []map[Key]*Cell { return ProjectSome(full, 0) }
+
+// ProjectSome is ProjectCells without the projections of skip (their
+// entries are nil): a compaction makes only those it stores (see Sparse,
+// which ProjectedRows gives what it needs).
+func ProjectSome(full map[Key]*Cell, skip uint16) []map[Key]*Cell {
 	out := make([]map[Key]*Cell, len(Projections))
 	out[0] = full
 	for _, p := range byDims {
-		if p == 0 {
+		if p == 0 || skip&(1<<p) != 0 {
 			continue
 		}
 		from := full
@@ -235,7 +240,25 @@ func ProjectCells(full map[Key]*Cell) []map[Key]*Cell {
 		}
 		out[p] = m
 	}
+	if skip&1 != 0 {
+		out[0] = nil
+	}
 	return out
+}
+
+// ProjectedRows returns the rows each projection of the cells of one unit
+// (keyed by every dimension and status) would have, merging nothing.
+func ProjectedRows(full map[Key]*Cell) []int {
+	rows := make([]int, len(Projections))
+	seen := map[Key]struct{}{}
+	for p, proj := range Projections {
+		clear(seen)
+		for k := range full {
+			seen[k.Project(proj)] = struct{}{}
+		}
+		rows[p] = len(seen)
+	}
+	return rows
 }
 
 // UnitKey is a rollup row's identity within one level and writer.

@@ -253,3 +253,45 @@ func TestSparse(t *testing.T) {
 }
 
 var testBase = time.Date(2025, 3, 10, 0, 0, 0, 0, time.UTC)
+
+// TestProjectSome: ProjectedRows counts each projection's rows without
+// merging, and ProjectSome makes the projections it does not skip as
+// ProjectCells does.
+func TestProjectSome(t *testing.T) {
+	full := map[Key]*Cell{}
+	for i, k := range []Key{
+		{API: "a", Model: "m1", Group: "g1", Channel: "c1", Stream: true, Status: "ok"},
+		{API: "a", Model: "m1", Group: "g1", Channel: "c1", Stream: true, Status: "upstream_error"},
+		{API: "b", Model: "m1", Group: "g2", Channel: "c2", Stream: true, Status: "ok"},
+		{API: "b", Model: "m2", Group: "g2", Channel: "c2", Status: "ok"},
+		{API: "a", Model: "m2", Group: "g1", Channel: "c1", Status: "ok"},
+	} {
+		c := NewCell()
+		c.Count = int64(i + 1)
+		c.Statuses[k.Status] = c.Count
+		full[k] = c
+	}
+	all := ProjectCells(full)
+	rows := ProjectedRows(full)
+	skip := uint16(1<<2 | 1<<5 | 1<<8)
+	some := ProjectSome(full, skip)
+	for p := range Projections {
+		if rows[p] != len(all[p]) {
+			t.Errorf("projection %d: ProjectedRows %d, ProjectCells made %d", p, rows[p], len(all[p]))
+		}
+		if skip&(1<<p) != 0 {
+			if some[p] != nil {
+				t.Errorf("projection %d skipped but made", p)
+			}
+			continue
+		}
+		if len(some[p]) != len(all[p]) {
+			t.Fatalf("projection %d: %d cells, want %d", p, len(some[p]), len(all[p]))
+		}
+		for k, c := range all[p] {
+			if o := some[p][k]; o == nil || o.Count != c.Count || !maps.Equal(o.Statuses, c.Statuses) {
+				t.Errorf("projection %d key %+v: %+v, want %+v", p, k, o, c)
+			}
+		}
+	}
+}

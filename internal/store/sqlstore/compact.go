@@ -206,12 +206,8 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 	if _, err := tx.ExecContext(ctx, `DELETE FROM rollup_units WHERE level = $1 AND start_ns = $2`, int64(level), start); err != nil {
 		return false, fmt.Errorf("compact: %w", err)
 	}
-	projected := rollup.ProjectCells(cells)
-	rowsOf := make([]int, len(projected))
-	for p, cells := range projected {
-		rowsOf[p] = len(cells)
-	}
-	missing := rollup.Sparse(rowsOf, read)
+	missing := rollup.Sparse(rollup.ProjectedRows(cells), read)
+	projected := rollup.ProjectSome(cells, missing)
 	if missing != 0 {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_units (level, start_ns, missing) VALUES ($1, $2, $3)`,
 			int64(level), start, int64(missing)); err != nil {
@@ -233,7 +229,7 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 				return false, fmt.Errorf("compact: %w", err)
 			}
 		}
-		if _, err := insertRows(ctx, tx, s.d, "rollups", rollupTable, args, rollupUpsert, ""); err != nil {
+		if _, err := insertRows(ctx, tx, s.d, "rollups", rollupTable, args, rollupUpsert(s.d), ""); err != nil {
 			return false, fmt.Errorf("compact: %w", err)
 		}
 	}
