@@ -40,14 +40,26 @@ var rollupTable = func() []store.Column {
 }()
 
 // rollupUpsert is the conflict clause that replaces a row with the merged
-// one the statement carries.
-var rollupUpsert = func() string {
+// one the statement carries. On PostgreSQL only the raw minute rows have a
+// unique index (0037_rollup_indexes.postgres.sql): its conflict target
+// names that index's predicate, and a compacted row (written after its
+// unit's rows were deleted) is a plain insert.
+func rollupUpsert(d dialect) string {
+	if d.name == "postgres" {
+		return rollupUpsertPostgres
+	}
+	return rollupUpsertSQLite
+}
+
+var rollupUpsertSQLite, rollupUpsertPostgres = func() (string, string) {
 	set := []string{"count = excluded.count", "labels = excluded.labels", "statuses = excluded.statuses"}
 	for _, f := range store.StatFields {
 		c := f.RollupColumn()
 		set = append(set, c+" = excluded."+c)
 	}
-	return "ON CONFLICT (level, start_ns, " + strings.Join(rollup.KeyColumns, ", ") + ", writer) DO UPDATE SET " + strings.Join(set, ", ")
+	target := "ON CONFLICT (level, start_ns, " + strings.Join(rollup.KeyColumns, ", ") + ", writer)"
+	update := " DO UPDATE SET " + strings.Join(set, ", ")
+	return target + update, target + " WHERE level = 0" + update
 }()
 
 // rollupArgs appends the arguments of one rollup row, at its stored level:
@@ -177,7 +189,7 @@ func writeRollups(ctx context.Context, tx *sql.Tx, d dialect, writer string, rec
 			return fmt.Errorf("write rollups: %w", err)
 		}
 	}
-	if _, err := insertRows(ctx, tx, d, "rollups", rollupTable, rargs, rollupUpsert, ""); err != nil {
+	if _, err := insertRows(ctx, tx, d, "rollups", rollupTable, rargs, rollupUpsert(d), ""); err != nil {
 		return fmt.Errorf("write rollups: %w", err)
 	}
 	return markDirty(ctx, tx, d, minutes, writer)
