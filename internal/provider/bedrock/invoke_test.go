@@ -3,6 +3,7 @@ package bedrock
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"io"
 	"testing"
 
@@ -275,4 +276,27 @@ func BenchmarkInvokeClassify(b *testing.B) {
 			b.Fatalf("not text: %+v", res)
 		}
 	}
+}
+
+// FuzzInvokeResponse reads any bytes as a non-streaming InvokeModel body,
+// seeded with each family's shape: a body that is not JSON is never read
+// as an answer, and nothing panics.
+func FuzzInvokeResponse(f *testing.F) {
+	for _, b := range []string{
+		`{"id":"m","type":"message","role":"assistant","content":[{"type":"text","text":"Hello"}],"stop_reason":"end_turn","usage":{"input_tokens":12,"output_tokens":5}}`,
+		`{"output":{"message":{"content":[{"text":"Hello"}],"role":"assistant"}},"stopReason":"end_turn","usage":{"inputTokens":10,"outputTokens":3}}`,
+		`{"generation":"Hello","prompt_token_count":9,"generation_token_count":4,"stop_reason":"stop"}`,
+		`{"inputTextTokenCount":9,"results":[{"tokenCount":4,"outputText":"Hello","completionReason":"FINISH"}]}`,
+		`{"outputs":[{"text":"Hello","stop_reason":"stop"}]}`,
+		`{"message":"Too many requests"}`,
+		`{"type":1,"generation":"x"}`,
+	} {
+		f.Add([]byte(b))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		info, err := protocol.ParseResponse(InvokeAPI, body)
+		if err == nil && !json.Valid(body) {
+			t.Fatalf("invalid JSON %q read as %+v", body, info)
+		}
+	})
 }
