@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/url"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -552,6 +553,67 @@ func TestStatsAnswerBound(t *testing.T) {
 		q := store.StatsQuery{Filter: store.Filter{KeyName: "team-a-app"}, Bucket: time.Second, Fields: fields[:1], MaxValues: 100}
 		if _, err := s.Stats(storetest.Ctx(t), q); !errors.Is(err, store.ErrBadQuery) || !strings.Contains(err.Error(), "bound of 100") {
 			t.Errorf("300 buckets past 100 values: %v", err)
+		}
+	})
+}
+
+// TestStatsRefusedBeforeSketches: a bucketed answer past the bound is
+// refused before its sketches are made. Where it may pass, the engine
+// counts the cells first from the rows' times and group keys alone
+// (rollup.Acc.CountCell), so the refused call allocates a fraction of
+// what the answer itself takes; before, it merged max_answer_values ÷
+// fields cells of sketches and then refused (issue 50's probe: 6 days of
+// 15m buckets by model, +111 to +166 MiB of RSS for a 400), about two
+// thirds of its sketches here.
+func TestStatsRefusedBeforeSketches(t *testing.T) {
+	storetest.ForEachEngine(t, func(t *testing.T, s store.Store) {
+		// Four records a cell, their latencies a factor of 3 apart: each
+		// cell's sketches span buckets, as real traffic's do.
+		const models, minutes, each = 20, 30, 4
+		var recs []record.Record
+		for m := range models {
+			for i := range minutes {
+				for k := range each {
+					r := storetest.FullRecord(storetest.IDN(len(recs)), storetest.Base.Add(time.Duration(i)*time.Minute+time.Duration(k)*time.Second))
+					r.Model = fmt.Sprintf("m%02d", m)
+					f := math.Pow(3, float64(k))
+					r.Fields.UpstreamHeadersMs = timeline.SpanOf(storetest.Ms(40 * f))
+					r.Fields.FirstSSEEventMs = timeline.At(storetest.Ms(50 * f))
+					r.Fields.FirstResponseMs = timeline.At(storetest.Ms(60 * f))
+					r.Fields.FirstTextDeltaMs = timeline.At(storetest.Ms(70 * f))
+					r.Fields.FirstTextSentMs = timeline.At(storetest.Ms(71 * f))
+					r.Fields.UpstreamDoneMs = timeline.At(storetest.Ms(900 * f))
+					r.Fields.TotalHandlerMs = timeline.At(storetest.Ms(901 * f))
+					recs = append(recs, r)
+				}
+			}
+		}
+		storetest.Insert(t, s, recs...)
+		cells := models * minutes
+		fields := len(store.StatFields)
+		allocated := func(q store.StatsQuery) (store.Stats, error, uint64) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.GC() // and the summaries' pool of sketches is empty
+			runtime.ReadMemStats(&before)
+			st, err := s.Stats(storetest.Ctx(t), q)
+			runtime.ReadMemStats(&after)
+			return st, err, after.TotalAlloc - before.TotalAlloc
+		}
+		q := store.StatsQuery{GroupBy: []string{"model"}, Bucket: time.Minute, MaxValues: cells * fields}
+		st, err, whole := allocated(q)
+		if err != nil || len(st.Groups) != cells || st.Method != store.MethodRollups {
+			t.Fatalf("%d cells × %d fields within a bound of as many: %v, %d groups, method %q", cells, fields, err, len(st.Groups), st.Method)
+		}
+		q.MaxValues = cells * fields * 2 / 3 // 400 cells fit
+		_, err, refused := allocated(q)
+		if !errors.Is(err, store.ErrBadQuery) || !strings.Contains(err.Error(), fmt.Sprintf("passed the bound of %d values", q.MaxValues)) {
+			t.Fatalf("%d cells past a bound of %d values: %v", cells, q.MaxValues, err)
+		}
+		t.Logf("the answer allocated %d KiB, its refusal %d KiB", whole>>10, refused>>10)
+		if refused > whole/8 {
+			t.Errorf("the refused answer allocated %d KiB, the whole answer %d KiB: want at most an eighth (its sketches were made before the refusal)",
+				refused>>10, whole>>10)
 		}
 	})
 }

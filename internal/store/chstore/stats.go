@@ -471,29 +471,27 @@ func (s *chStore) StatsFromRollups(ctx context.Context, q *store.StatsQuery, acc
 	}
 	proj := rollup.ProjectionFor(q, acc.DimCols)
 	plan.Cover(rollup.Day, from, to)
-	if err := s.readRollups(ctx, q, acc, plan.ByLevel(proj)); err != nil {
+	groups := plan.ByLevel(proj)
+	if acc.NeedsCount() {
+		// The cells first, without a sketch (rollup.Acc.CountCell).
+		// Rows written between the passes may still pass the bound in
+		// the second: then it is refused as it reads (acc.Over).
+		if err := s.countRollups(ctx, q, acc, groups); err != nil || acc.Over() {
+			return fromT, toT, err
+		}
+		acc.DoneCounting()
+	}
+	if err := s.readRollups(ctx, q, acc, groups); err != nil {
 		return fromT, toT, err
 	}
 	return fromT, toT, nil
 }
 
-// readRollups merges the rollup rows of each group's level within its
-// spans into acc, in one query: each query to ClickHouse costs
-// milliseconds of its own whatever it reads (5–15 ms on 18.16, measured),
-// and a summary of a week reads days, hours, ten minutes and minutes.
-//
-// It reads without FINAL, which costs ClickHouse 18.16 a single-threaded
-// merge of every part (five times the plain read of a week's day rows,
-// measured), and drops duplicates itself. A minute row is named by its
-// unit, key and batch token, and two rows of one name are one batch
-// written twice, alike: the first is kept. A compacted row (level 1 and
-// up) is named by its unit and key, and of two the one with the larger
-// count is the newer (see chRollupRow); those rows are few, and are held
-// until every one is read.
-func (s *chStore) readRollups(ctx context.Context, q *store.StatsQuery, acc *rollup.Acc, groups []rollup.SpanGroup) error {
-	if len(groups) == 0 {
-		return nil
-	}
+// rollupQuery is the query of sel over the rollup rows of each group's
+// level within its spans and q's filter, as branches of a UNION ALL, and
+// the groups read as one range (their rows to be checked against their
+// spans).
+func rollupQuery(q *store.StatsQuery, groups []rollup.SpanGroup, sel []string) ([]string, []any, map[int64][]rollup.Span) {
 	var w chWhere
 	var levels []string
 	envelope := map[int64][]rollup.Span{} // the groups read as one range, checked here
@@ -524,6 +522,75 @@ func (s *chStore) readRollups(ctx context.Context, q *store.StatsQuery, acc *rol
 		}
 		w.cond("stream = ?", v)
 	}
+	// A branch per level: 18.16 narrows the parts' ranges by the key
+	// (level, start_ns) for each branch, where one WHERE of ORs read
+	// three times the granules (measured).
+	var query []string
+	var args []any
+	for _, lv := range levels {
+		query = append(query, "SELECT "+strings.Join(sel, ", ")+" FROM rollups WHERE "+strings.Join(append([]string{lv}, w.conds...), " AND "))
+		args = append(args, w.args...)
+	}
+	return query, args, envelope
+}
+
+// countRollups counts acc's cells (acc.CountCell) in the rollup rows of
+// groups, reading only their times and group keys, until they pass the
+// bound. A row written twice counts one cell, as it is one.
+func (s *chStore) countRollups(ctx context.Context, q *store.StatsQuery, acc *rollup.Acc, groups []rollup.SpanGroup) error {
+	if len(groups) == 0 {
+		return nil
+	}
+	query, args, envelope := rollupQuery(q, groups, append([]string{"level", "start_ns"}, acc.DimCols...))
+	rows, err := s.read.QueryContext(ctx, strings.Join(query, " UNION ALL "), args...)
+	if err != nil {
+		return fmt.Errorf("stats: rollups: %w", err)
+	}
+	defer rows.Close()
+	var level uint8
+	var start int64
+	dims := make([]sql.RawBytes, len(acc.DimCols))
+	dest := []any{&level, &start}
+	for i := range dims {
+		dest = append(dest, &dims[i])
+	}
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return fmt.Errorf("stats: rollups: %w", err)
+		}
+		if spans, ok := envelope[int64(level)]; ok && !rollup.InSpans(spans, start) {
+			continue
+		}
+		for i, d := range dims {
+			acc.SetDim(i, d)
+		}
+		if acc.CountCell(start) {
+			return nil
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("stats: rollups: %w", err)
+	}
+	return nil
+}
+
+// readRollups merges the rollup rows of each group's level within its
+// spans into acc, in one query: each query to ClickHouse costs
+// milliseconds of its own whatever it reads (5–15 ms on 18.16, measured),
+// and a summary of a week reads days, hours, ten minutes and minutes.
+//
+// It reads without FINAL, which costs ClickHouse 18.16 a single-threaded
+// merge of every part (five times the plain read of a week's day rows,
+// measured), and drops duplicates itself. A minute row is named by its
+// unit, key and batch token, and two rows of one name are one batch
+// written twice, alike: the first is kept. A compacted row (level 1 and
+// up) is named by its unit and key, and of two the one with the larger
+// count is the newer (see chRollupRow); those rows are few, and are held
+// until every one is read.
+func (s *chStore) readRollups(ctx context.Context, q *store.StatsQuery, acc *rollup.Acc, groups []rollup.SpanGroup) error {
+	if len(groups) == 0 {
+		return nil
+	}
 	// The row's name (every key column and the writer), then what acc
 	// needs.
 	sel := slices.Concat([]string{"level", "start_ns", "count", "labels", "statuses"}, rollup.KeyColumns, []string{"writer"})
@@ -536,15 +603,7 @@ func (s *chStore) readRollups(ctx context.Context, q *store.StatsQuery, acc *rol
 	for _, fi := range acc.Fields {
 		sel = append(sel, store.StatFields[fi].RollupColumn())
 	}
-	// A branch per level: 18.16 narrows the parts' ranges by the key
-	// (level, start_ns) for each branch, where one WHERE of ORs read
-	// three times the granules (measured).
-	var query []string
-	var args []any
-	for _, lv := range levels {
-		query = append(query, "SELECT "+strings.Join(sel, ", ")+" FROM rollups WHERE "+strings.Join(append([]string{lv}, w.conds...), " AND "))
-		args = append(args, w.args...)
-	}
+	query, args, envelope := rollupQuery(q, groups, sel)
 	rows, err := s.read.QueryContext(ctx, strings.Join(query, " UNION ALL "), args...)
 	if err != nil {
 		return fmt.Errorf("stats: rollups: %w", err)

@@ -101,8 +101,22 @@ func (s *sqlStore) StatsFromRollups(ctx context.Context, q *store.StatsQuery, ac
 		}
 	}
 	plan.Cover(rollup.Day, from, to)
-	for _, g := range plan.ByLevel(proj) {
-		if err := s.readRollups(ctx, tx, q, acc, g.Level, g.Spans); err != nil {
+	groups := plan.ByLevel(proj)
+	if acc.NeedsCount() {
+		// The cells first, without a sketch (rollup.Acc.CountCell); the
+		// transaction's snapshot makes the second pass meet the same.
+		for _, g := range groups {
+			if err := s.readRollups(ctx, tx, q, acc, g.Level, g.Spans, true); err != nil {
+				return fromT, toT, err
+			}
+			if acc.Over() {
+				return fromT, toT, nil
+			}
+		}
+		acc.DoneCounting()
+	}
+	for _, g := range groups {
+		if err := s.readRollups(ctx, tx, q, acc, g.Level, g.Spans, false); err != nil {
 			return fromT, toT, err
 		}
 	}
@@ -150,8 +164,10 @@ func spanQuery(sel string, level int64, spans []rollup.Span, filters func(*build
 	return strings.Join(parts, " UNION ALL "), b.args
 }
 
-// readRollups merges the rollup rows of one level within spans into acc.
-func (s *sqlStore) readRollups(ctx context.Context, tx *sql.Tx, q *store.StatsQuery, acc *rollup.Acc, level int64, spans []rollup.Span) error {
+// readRollups merges the rollup rows of one level within spans into acc;
+// with count, it reads only their times and group keys, and counts
+// acc's cells (acc.CountCell) until they pass the bound.
+func (s *sqlStore) readRollups(ctx context.Context, tx *sql.Tx, q *store.StatsQuery, acc *rollup.Acc, level int64, spans []rollup.Span, count bool) error {
 	f := &q.Filter
 	filters := func(b *builder) {
 		for _, c := range []struct{ col, v string }{{"model", f.Model}, {"channel", f.Channel}, {"group_name", f.Group}, {"status", f.Status}} {
@@ -164,9 +180,14 @@ func (s *sqlStore) readRollups(ctx context.Context, tx *sql.Tx, q *store.StatsQu
 		}
 	}
 	sel := []string{"start_ns", "status", "count", "labels", "statuses"}
+	if count {
+		sel = []string{"start_ns"}
+	}
 	sel = append(sel, acc.DimCols...)
-	for _, fi := range acc.Fields {
-		sel = append(sel, store.StatFields[fi].RollupColumn())
+	if !count {
+		for _, fi := range acc.Fields {
+			sel = append(sel, store.StatFields[fi].RollupColumn())
+		}
 	}
 	envelope := len(spans) > rollup.MaxSpansInSQL
 	query, args := spanQuery(strings.Join(sel, ", "), level, spans, filters)
@@ -175,12 +196,16 @@ func (s *sqlStore) readRollups(ctx context.Context, tx *sql.Tx, q *store.StatsQu
 		return fmt.Errorf("stats: rollups: %w", err)
 	}
 	defer rows.Close()
-	var start, count int64
+	var start, n int64
 	var status, labels, statuses sql.RawBytes
 	nd := len(acc.DimCols)
 	dims := make([]sql.RawBytes, nd)
 	sketches := make([]sql.RawBytes, len(acc.Fields))
-	dest := []any{&start, &status, &count, &labels, &statuses}
+	dest := []any{&start, &status, &n, &labels, &statuses}
+	if count {
+		dest = dest[:1]
+		sketches = nil
+	}
 	for i := range dims {
 		dest = append(dest, &dims[i])
 	}
@@ -197,11 +222,17 @@ func (s *sqlStore) readRollups(ctx context.Context, tx *sql.Tx, q *store.StatsQu
 		for i := range nd {
 			acc.SetDim(i, dims[i])
 		}
+		if count {
+			if acc.CountCell(start) {
+				break
+			}
+			continue
+		}
 		c := acc.CellAt(start)
 		if acc.Over() {
 			break // refused whatever follows
 		}
-		c.AddRowCounts(status, count, statuses)
+		c.AddRowCounts(status, n, statuses)
 		if len(labels) > 0 {
 			rollup.AddLabels(c.Labels, string(labels))
 		}
