@@ -102,9 +102,12 @@ func (s *sqlStore) StatsFromRollups(ctx context.Context, q *store.StatsQuery, ac
 	}
 	plan.Cover(rollup.Day, from, to)
 	groups := plan.ByLevel(proj)
-	if acc.NeedsCount() {
-		// The cells first, without a sketch (rollup.Acc.CountCell); the
-		// transaction's snapshot makes the second pass meet the same.
+	if acc.Bucketed() {
+		// The cells first, without a sketch (rollup.Acc.CountCell), and
+		// each cell's rows, so that the second pass summarises a cell
+		// after its last (rollup.Acc.RowDone): the transaction's snapshot
+		// makes the second pass meet the same rows.
+		acc.SealAsRead()
 		for _, g := range groups {
 			if err := s.readRollups(ctx, tx, q, acc, g.Level, g.Spans, true); err != nil {
 				return fromT, toT, err
@@ -245,6 +248,7 @@ func (s *sqlStore) readRollups(ctx context.Context, tx *sql.Tx, q *store.StatsQu
 					time.Unix(0, start).UTC().Format(time.RFC3339), err)
 			}
 		}
+		acc.RowDone(c)
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("stats: rollups: %w", err)
