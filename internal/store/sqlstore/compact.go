@@ -166,7 +166,7 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 		// Past rollup.MaxSpansInSQL spans the query reads their envelope,
 		// which may hold rows read at another level: those are skipped.
 		envelope := len(g.Spans) > rollup.MaxSpansInSQL
-		query, args := spanQuery(rollup.SelectColumns, g.Level, g.Spans, nil)
+		query, args := spanQuery(rollup.SelectColumns, g.Level, g.Spans, nil, s.d.name == "sqlite")
 		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
 			return false, fmt.Errorf("compact: %w", err)

@@ -16,7 +16,7 @@ import (
 func TestSpanQuerySearchesRanges(t *testing.T) {
 	s, _ := storetest.OpenSQLite(t)
 	spans := []rollup.Span{{Level: rollup.Minute, From: 60e9, To: 120e9, Raw: true}, {Level: rollup.Minute, From: 600e9, To: 660e9, Raw: true}}
-	query, args := spanQuery("start_ns, count", 0, spans, func(b *builder) { b.cond("model = " + b.arg("m")) })
+	query, args := spanQuery("start_ns, count", 0, spans, func(b *builder) { b.cond("model = " + b.arg("m")) }, true)
 	rows, err := storetest.ReadDB(s).QueryContext(storetest.Ctx(t), "EXPLAIN QUERY PLAN "+query, args...)
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +48,12 @@ func TestSpanQuerySearchesRanges(t *testing.T) {
 	for i := range many {
 		many[i] = rollup.Span{Level: rollup.Minute, From: int64(2*i) * 60e9, To: int64(2*i+1) * 60e9, Raw: true}
 	}
-	if query, _ := spanQuery("start_ns", 0, many, nil); strings.Contains(query, "UNION") || strings.Count(query, "start_ns >=") != 1 {
+	if query, _ := spanQuery("start_ns", 0, many, nil, true); strings.Contains(query, "UNION") || strings.Count(query, "start_ns >=") != 1 {
 		t.Errorf("envelope query %q", query)
+	}
+	// PostgreSQL's form: the ranges ORed in one query.
+	if query, args := spanQuery("start_ns", 0, spans, nil, false); strings.Contains(query, "UNION") ||
+		strings.Count(query, "start_ns >=") != len(spans) || len(args) != 1+2*len(spans) {
+		t.Errorf("ORed query %q %v", query, args)
 	}
 }
