@@ -2,13 +2,18 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/ttfx/ttfx/internal/store"
 	"github.com/ttfx/ttfx/internal/store/rollup"
@@ -39,6 +44,14 @@ func TestRollupAccuracy(t *testing.T) {
 	for _, e := range storetest.Engines() {
 		t.Run(e.Name, func(t *testing.T) {
 			for di, d := range storetest.Distributions {
+				// The sketches are the engines' common code: every
+				// distribution runs on SQLite; PostgreSQL and ClickHouse,
+				// whose storage and merging differ and not the sketch, run
+				// two (one with zeros). All fifteen took 22 of the store
+				// package's 25 minutes at load ~28.
+				if e.Name != "sqlite" && d.Name != "lognormal" && d.Name != "with_zeros" {
+					continue
+				}
 				t.Run(d.Name, func(t *testing.T) {
 					t.Parallel()
 					seed := uint64(20251201 + di)
@@ -181,6 +194,12 @@ func TestTwoWritersConcurrently(t *testing.T) {
 			}
 			defer s2.Close()
 			const perStore, batch = 3000, 100
+			var busyCompactions atomic.Int32
+			defer func() {
+				if n := busyCompactions.Load(); n == 40 {
+					t.Errorf("no compaction of 40 got SQLite's write lock")
+				}
+			}()
 			var wg sync.WaitGroup
 			errs := make(chan error, 6)
 			for si, s := range []store.Store{s1, s2} {
@@ -206,7 +225,15 @@ func TestTwoWritersConcurrently(t *testing.T) {
 					// were long over.
 					defer wg.Done()
 					for range 20 {
-						if _, err := s.(store.Compactor).Compact(context.Background(), storetest.RollupBase.Add(72*time.Hour)); err != nil {
+						_, err := s.(store.Compactor).Compact(context.Background(), storetest.RollupBase.Add(72*time.Hour))
+						if busy(err) {
+							// The other gateway held SQLite's write lock past
+							// the busy timeout (10 s, seen at load ~28):
+							// RunCompaction logs it and tries again at its
+							// next tick, as here. Nothing was written.
+							t.Logf("compaction: %v; again", err)
+							busyCompactions.Add(1)
+						} else if err != nil {
 							errs <- err
 							return
 						}
@@ -443,4 +470,11 @@ func TestMinutesRawOnlyOnUpgrade(t *testing.T) {
 			storetest.CheckQueries(t, s, recs, days, "compacted")
 		})
 	}
+}
+
+// busy reports whether err is SQLite's "database is locked" (SQLITE_BUSY):
+// another connection held the write lock past the busy timeout.
+func busy(err error) bool {
+	var lite *sqlite.Error
+	return errors.As(err, &lite) && lite.Code()&0xff == sqlite3.SQLITE_BUSY
 }
