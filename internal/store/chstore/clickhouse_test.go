@@ -264,7 +264,7 @@ func TestClickHouseSchema(t *testing.T) {
 	}
 	rows.Close()
 	want := map[string][]string{
-		"requests":           chRequestColumns,
+		"requests":           chTableColumns(),
 		"request_ids":        {"request_id", "timestamp_ns", "batch"},
 		"rollups":            chRollupColumns,
 		"rollup_marks":       {"level", "start_ns", "kind", "at"},

@@ -23,10 +23,20 @@ var attemptArrays = []string{"attempt_channel", "attempt_upstream_start_ms", "at
 	"attempt_outcome", "attempt_first_response_at_ms", "attempt_tokens_input", "attempt_tokens_output",
 	"attempt_remaining_requests", "attempt_remaining_tokens"}
 
-// chRequestColumns are the columns of a requests row as chStore writes and
-// reads them: the SQL engines' request columns, then labels, the attempt
-// arrays and the batch token.
-var chRequestColumns = slices.Concat(store.RequestColumns, []string{"labels"}, attemptArrays, []string{"batch"})
+// chReadColumns are the columns of a requests row as chStore reads them:
+// the SQL engines' request columns, then labels, the attempt arrays and the
+// batch token.
+var chReadColumns = slices.Concat(store.RequestColumns, []string{"labels"}, attemptArrays, []string{"batch"})
+
+// chRequestColumns are the columns chStore writes, in chReadColumns
+// order: durations in their nanoseconds columns (durations.go).
+var chRequestColumns = func() []string {
+	out := make([]string, len(chReadColumns))
+	for i, c := range chReadColumns {
+		out[i] = chStoredName(c)
+	}
+	return out
+}()
 
 // Positions in RequestColumns whose ClickHouse type differs from what
 // RequestArgs gives: stream is a UInt8 and skipped_ejected an Array(String).
@@ -64,6 +74,9 @@ func chRequestRow(r *record.Record, batch string) []any {
 		skipped = append(skipped, store.Clean(n, store.MaxNameLen))
 	}
 	row[chSkippedCol] = skipped
+	for _, i := range chNsPositions {
+		row[i] = nsArg(row[i])
+	}
 	labels := make([]string, 0, min(len(r.Diagnosis), store.MaxLabels))
 	for _, l := range r.Diagnosis[:min(len(r.Diagnosis), store.MaxLabels)] {
 		labels = append(labels, store.Clean(l, store.MaxNameLen))
@@ -87,7 +100,8 @@ func chRequestRow(r *record.Record, batch string) []any {
 		tin[i], tout[i] = intPtr(a.TokensInput), intPtr(a.TokensOutput)
 		rreq[i], rtok[i] = a.RemainingRequests, a.RemainingTokens
 	}
-	return append(row, labels, channel, start, headers, headersAt, status, httpStatus, errs, role, outcome, first, tin, tout, rreq, rtok, batch)
+	return append(row, labels, channel, nsArray(start), nsArray(headers), nsArray(headersAt), status, httpStatus, errs, role, outcome,
+		nsArray(first), tin, tout, rreq, rtok, batch)
 }
 
 // chQuote is s as a ClickHouse string literal. The strings quoted are
@@ -206,8 +220,16 @@ func (s *chStore) storedBatches(ctx context.Context, ids []string) (map[string]s
 	return out, nil
 }
 
-// chSelectRecord is the column list scanCHRecord reads.
-var chSelectRecord = strings.Join(chRequestColumns[:len(chRequestColumns)-1], ", ")
+// chSelectRecord is the column list scanCHRecord reads: durations in
+// milliseconds, whichever column holds them (chReadExpr).
+var chSelectRecord = func() string {
+	cols := chReadColumns[:len(chReadColumns)-1]
+	exprs := make([]string, len(cols))
+	for i, c := range cols {
+		exprs[i] = chReadExpr(c)
+	}
+	return strings.Join(exprs, ", ")
+}()
 
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface{ Scan(dest ...any) error }

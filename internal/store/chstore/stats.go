@@ -725,7 +725,11 @@ func (s *chStore) StatsFromRows(ctx context.Context, q *store.StatsQuery, acc *r
 		}
 	}
 	dimCols := acc.DimCols
-	sel := slices.Concat(dimCols, []string{"timestamp_ns", "status", "labels"}, raw)
+	rawExprs := make([]string, len(raw))
+	for i, c := range raw {
+		rawExprs[i] = chReadExpr(c)
+	}
+	sel := slices.Concat(dimCols, []string{"timestamp_ns", "status", "labels"}, rawExprs)
 	var w chWhere
 	w.match(&q.Filter)
 	rows, err := s.read.QueryContext(ctx, "SELECT "+strings.Join(sel, ", ")+" FROM requests FINAL"+w.String(), w.args...)
