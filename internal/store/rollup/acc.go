@@ -128,7 +128,9 @@ func (a *Acc) NeedsCount() bool {
 // the next cells (RowDone). A bucketed answer then holds the sketches of
 // the cells being read, not of every group × bucket: the probe's 200 of
 // 6 days of 1h buckets by model held 1,000 cells × 15 fields of sketches
-// (44 MB live, +123 MiB of RSS) until its end.
+// (44 MB live, +123 MiB of RSS) until its end. ClickHouse has no snapshot
+// across two queries; it reads the rows ordered by cell instead and seals
+// each cell when the next begins (Seal).
 
 // Bucketed reports whether the answer has buckets.
 func (a *Acc) Bucketed() bool { return a.bucketNs > 0 }
@@ -151,6 +153,19 @@ func (a *Acc) RowDone(c *StatCell) {
 		return
 	}
 	delete(a.counted, c.id)
+	a.Seal(c)
+}
+
+// Seal summarises c now and gives its sketches back to the pool, for an
+// engine that knows c's last row was merged: SQLite and PostgreSQL count
+// each cell's rows first (RowDone), ClickHouse reads the rows ordered by
+// cell, so that a cell is complete when the next begins. A row of c after
+// this makes the answer an error (CellAt), never a wrong one. The
+// overflow cell is never sealed: rows past the bound may still reach it.
+func (a *Acc) Seal(c *StatCell) {
+	if c == nil || c.id == "" || c.sums != nil {
+		return
+	}
 	c.sums = make([]store.FieldSummary, len(a.Fields))
 	for i, sk := range c.sk {
 		c.sums[i] = summarizeSketch(sk, c.count)
@@ -336,7 +351,8 @@ func (a *Acc) CellAt(ts int64) *StatCell {
 	if c := a.Cells[string(a.key)]; c != nil {
 		if c.sums != nil {
 			// Sealed, yet another row: the passes saw different rows,
-			// which one snapshot rules out.
+			// which one snapshot rules out, or the rows did not come
+			// ordered by cell.
 			a.err = fmt.Errorf("stats: a row of %s at %d came after its group was summarised", strings.Join(c.key, "/"), c.bucket)
 		}
 		return c
