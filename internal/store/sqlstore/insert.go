@@ -30,7 +30,7 @@ const doNothing = "ON CONFLICT DO NOTHING"
 // followed by the conflict clause, with RETURNING returning when that is
 // not empty.
 func valuesStatement(table string, cs []store.Column, rows int, conflict, returning string) string {
-	key := "values/" + table + "/" + strconv.Itoa(rows) + "x" + strconv.Itoa(len(cs)) + "/" + conflict + "/" + returning
+	key := "values/" + table + "/" + strconv.Itoa(rows) + "x" + columnsKey(cs) + "/" + conflict + "/" + returning
 	if q, ok := insertSQL.Load(key); ok {
 		return q.(string)
 	}
@@ -50,6 +50,13 @@ func valuesStatement(table string, cs []store.Column, rows int, conflict, return
 	q := b.String()
 	insertSQL.Store(key, q)
 	return q
+}
+
+// columnsKey names a column list in insertSQL's keys: by its names, since
+// two lists of one length differ (a table as stored now and before 0042,
+// in tests of upgrades).
+func columnsKey(cs []store.Column) string {
+	return strings.Join(store.ColumnNames(cs), ",")
 }
 
 // inserter inserts rows of len(cs) arguments each (row-major) into table.
@@ -253,7 +260,7 @@ func (c *stmtCache) close() {
 // 500-row VALUES statement with 23000 parameters (measured: 57k against
 // 15k rows/s), which PostgreSQL re-plans on every execution.
 func unnestStatement(table string, cs []store.Column, conflict, returning string) string {
-	key := "unnest/" + table + "/" + strconv.Itoa(len(cs)) + "/" + conflict + "/" + returning
+	key := "unnest/" + table + "/" + columnsKey(cs) + "/" + conflict + "/" + returning
 	if q, ok := insertSQL.Load(key); ok {
 		return q.(string)
 	}

@@ -236,6 +236,8 @@ var goMigrations = map[int]map[string]func(ctx context.Context, tx *sql.Tx, d di
 	34: {"sqlite": rebuildWithoutRowid}, // 0034_without_rowid.sqlite.sql
 	// Rollups WITHOUT ROWID in a file of 16 KB pages.
 	36: {"sqlite": rebuildRollupsWithoutRowid}, // 0036_rollups_without_rowid.sqlite.sql
+	// Durations in nanoseconds: see durations.go.
+	42: {"sqlite": durationsToNs}, // 0042_durations_ns.*.sql
 }
 
 // migration is one embedded schema change: NNNN_what.sql for both engines,

@@ -81,9 +81,9 @@ func (s *sqlStore) Close() error {
 
 var attemptTable = slices.Concat(
 	store.Cols(store.TextCol, "request_id"), store.Cols(store.IntCol, "attempt"), store.Cols(store.TextCol, "channel"),
-	store.Cols(store.FloatCol, "upstream_start_ms", "upstream_headers_ms", "upstream_headers_at_ms"),
+	store.Cols(store.IntCol, "upstream_start_ns", "upstream_headers_ns", "upstream_headers_at_ns"),
 	store.Cols(store.TextCol, "status"), store.Cols(store.IntCol, "http_status"), store.Cols(store.TextCol, "error"),
-	store.Cols(store.TextCol, "role", "outcome"), store.Cols(store.FloatCol, "first_response_at_ms"), store.Cols(store.IntCol, "tokens_input", "tokens_output"),
+	store.Cols(store.TextCol, "role", "outcome"), store.Cols(store.IntCol, "first_response_at_ns"), store.Cols(store.IntCol, "tokens_input", "tokens_output"),
 	store.Cols(store.IntCol, "timestamp_ns"),
 	store.Cols(store.IntCol, "remaining_requests", "remaining_tokens"),
 )
@@ -91,7 +91,7 @@ var attemptTable = slices.Concat(
 var labelTable = slices.Concat(store.Cols(store.TextCol, "request_id"), store.Cols(store.IntCol, "position"), store.Cols(store.TextCol, "label"), store.Cols(store.IntCol, "timestamp_ns"))
 
 // selectRecord is the column list of a record read, over the alias r.
-var selectRecord = "r." + strings.Join(store.RequestColumns, ", r.")
+var selectRecord = "r." + strings.Join(store.ColumnNames(requestTable), ", r.")
 
 func (s *sqlStore) Insert(ctx context.Context, recs []record.Record) error {
 	if len(recs) == 0 {
@@ -151,14 +151,19 @@ func (s *sqlStore) Insert(ctx context.Context, recs []record.Record) error {
 // attempts and labels written are those of the records whose request row
 // this transaction inserted.
 func insertRecords(ctx context.Context, tx *sql.Tx, d dialect, recs []record.Record) ([]*record.Record, error) {
-	return insertRecordsAs(ctx, tx, d, recs, true)
+	return insertRecordsAs(ctx, tx, d, recs, 0)
 }
 
-// insertRecordsAs is insertRecords, writing attempts and labels without
-// their request's timestamp_ns when stamped is false, as schema versions
-// before 4 had them (for tests of upgrades).
-func insertRecordsAs(ctx context.Context, tx *sql.Tx, d dialect, recs []record.Record, stamped bool) ([]*record.Record, error) {
-	attempts, labels, requests := attemptTable, labelTable, store.RequestTable
+// insertRecordsAs is insertRecords into the tables of an earlier schema
+// version (0: this one), for tests of upgrades: before 0042 durations
+// were float milliseconds, and before 0004 attempts and labels had no
+// timestamp_ns.
+func insertRecordsAs(ctx context.Context, tx *sql.Tx, d dialect, recs []record.Record, version int) ([]*record.Record, error) {
+	attempts, labels, requests := attemptTable, labelTable, requestTable
+	ms, stamped := version > 0 && version < 42, version == 0 || version >= 4
+	if ms {
+		attempts, requests = msColumns(attempts), store.RequestTable
+	}
 	if !stamped {
 		// Schema version 2 has neither timestamp_ns nor the remaining
 		// budget in its attempts.
@@ -184,6 +189,11 @@ func insertRecordsAs(ctx context.Context, tx *sql.Tx, d dialect, recs []record.R
 			seen[r.RequestID] = true
 			n := len(reqArgs)
 			reqArgs = store.RequestArgs(reqArgs, r)[:n+len(requests)]
+			if !ms {
+				for _, j := range requestDurations {
+					reqArgs[n+j] = nsArg(reqArgs[n+j])
+				}
+			}
 			ids = append(ids, r.RequestID)
 		}
 	}
@@ -209,6 +219,10 @@ func insertRecordsAs(ctx context.Context, tx *sql.Tx, d dialect, recs []record.R
 		fresh[id] = true
 	}
 	var attArgs, labArgs []any
+	dur := nsArg
+	if ms {
+		dur = func(v any) any { return v }
+	}
 	stored := make([]*record.Record, 0, len(inserted))
 	for i := range recs {
 		r := &recs[i]
@@ -219,9 +233,9 @@ func insertRecordsAs(ctx context.Context, tx *sql.Tx, d dialect, recs []record.R
 		stored = append(stored, r)
 		for j, a := range r.Attempts[:min(len(r.Attempts), store.MaxAttempts)] {
 			attArgs = append(attArgs, r.RequestID, int64(j), store.Clean(a.Channel, store.MaxNameLen),
-				store.OffsetArg(a.UpstreamStartMs), store.SpanArg(a.UpstreamHeadersMs), store.OffsetArg(a.UpstreamHeadersAtMs),
+				dur(store.OffsetArg(a.UpstreamStartMs)), dur(store.SpanArg(a.UpstreamHeadersMs)), dur(store.OffsetArg(a.UpstreamHeadersAtMs)),
 				store.Clean(a.Status, store.MaxNameLen), int64(a.HTTPStatus), store.Clean(a.Error, store.MaxErrorLen),
-				store.Clean(a.Role, store.MaxNameLen), store.Clean(a.Outcome, store.MaxNameLen), store.OffsetArg(a.FirstResponseAtMs),
+				store.Clean(a.Role, store.MaxNameLen), store.Clean(a.Outcome, store.MaxNameLen), dur(store.OffsetArg(a.FirstResponseAtMs)),
 				store.IntArg(a.TokensInput), store.IntArg(a.TokensOutput))
 			if stamped {
 				attArgs = append(attArgs, r.Timestamp.UnixNano(), store.Int64Arg(a.RemainingRequests), store.Int64Arg(a.RemainingTokens))
@@ -283,15 +297,15 @@ func scanRecord(sc scanner) (record.Record, error) {
 	err := sc.Scan(
 		&r.RequestID, &ts, &r.API, &r.Route, &r.Model, &r.Group, &r.KeyName, &r.UserHash,
 		&r.Channel, &r.Region, &r.Provider, &r.Status, &r.HTTPStatus, &r.Error, &r.Stream, &r.Terminal, &r.FinishReason,
-		&f.AuthMs, &f.DistributionMs, &f.BodyReadMs, &f.UpstreamHeadersMs, &f.UpstreamStartMs,
-		&f.UpstreamHeadersAtMs, &f.FirstSSEEventMs, &f.FirstResponseMs, &f.FirstTextDeltaMs,
-		&f.FirstTextSentMs, &f.UpstreamDoneMs, &f.TotalHandlerMs, &r.VisibleOutputTPS, &r.InterTokenLatencyMs,
+		spanNs{&f.AuthMs}, spanNs{&f.DistributionMs}, spanNs{&f.BodyReadMs}, spanNs{&f.UpstreamHeadersMs}, offsetNs{&f.UpstreamStartMs},
+		offsetNs{&f.UpstreamHeadersAtMs}, offsetNs{&f.FirstSSEEventMs}, offsetNs{&f.FirstResponseMs}, offsetNs{&f.FirstTextDeltaMs},
+		offsetNs{&f.FirstTextSentMs}, offsetNs{&f.UpstreamDoneMs}, offsetNs{&f.TotalHandlerMs}, &r.VisibleOutputTPS, spanNs{&r.InterTokenLatencyMs},
 		&tokens[0], &tokens[1], &tokens[2], &tokens[3], &r.Tokens.Source,
 		&r.Events.Heartbeat, &r.Events.Metadata, &r.Events.Reasoning, &r.Events.Tool, &r.Events.Text,
 		&r.Events.Done, &r.Events.Error, &r.Events.Unknown,
 		&r.Inflight.Gateway, &r.Inflight.Channel,
-		&f.MaxOutputGapMs, &f.MaxOutputGapAtMs, &f.RequestWaitMs, &f.HeadersSentMs,
-		&r.TraceID, &skipped, &r.UpstreamModel, &f.AdmissionWaitMs, &rateSkips, &f.UpstreamAuthMs, &r.ProviderLatencyMs,
+		spanNs{&f.MaxOutputGapMs}, offsetNs{&f.MaxOutputGapAtMs}, spanNs{&f.RequestWaitMs}, offsetNs{&f.HeadersSentMs},
+		&r.TraceID, &skipped, &r.UpstreamModel, spanNs{&f.AdmissionWaitMs}, &rateSkips, spanNs{&f.UpstreamAuthMs}, spanNs{&r.ProviderLatencyMs},
 	)
 	if err != nil {
 		return r, err
@@ -358,8 +372,8 @@ func (s *sqlStore) attach(ctx context.Context, q querier, recs []record.Record) 
 	in := "(" + strings.Join(marks, ", ") + ") AND timestamp_ns >= $" + strconv.Itoa(len(recs)+1) +
 		" AND timestamp_ns <= $" + strconv.Itoa(len(recs)+2)
 
-	rows, err := q.QueryContext(ctx, `SELECT request_id, channel, upstream_start_ms, upstream_headers_ms,
-		upstream_headers_at_ms, status, http_status, error, role, outcome, first_response_at_ms, tokens_input, tokens_output,
+	rows, err := q.QueryContext(ctx, `SELECT request_id, channel, upstream_start_ns, upstream_headers_ns,
+		upstream_headers_at_ns, status, http_status, error, role, outcome, first_response_at_ns, tokens_input, tokens_output,
 		remaining_requests, remaining_tokens
 		FROM request_attempts WHERE request_id IN `+in+` ORDER BY request_id, attempt`, args...)
 	if err != nil {
@@ -369,9 +383,9 @@ func (s *sqlStore) attach(ctx context.Context, q querier, recs []record.Record) 
 		var id string
 		var a record.Attempt
 		var tin, tout, rreq, rtok sql.NullInt64
-		if err := rows.Scan(&id, &a.Channel, &a.UpstreamStartMs, &a.UpstreamHeadersMs,
-			&a.UpstreamHeadersAtMs, &a.Status, &a.HTTPStatus, &a.Error,
-			&a.Role, &a.Outcome, &a.FirstResponseAtMs, &tin, &tout, &rreq, &rtok); err != nil {
+		if err := rows.Scan(&id, &a.Channel, offsetNs{&a.UpstreamStartMs}, spanNs{&a.UpstreamHeadersMs},
+			offsetNs{&a.UpstreamHeadersAtMs}, &a.Status, &a.HTTPStatus, &a.Error,
+			&a.Role, &a.Outcome, offsetNs{&a.FirstResponseAtMs}, &tin, &tout, &rreq, &rtok); err != nil {
 			rows.Close()
 			return fmt.Errorf("read attempts: %w", err)
 		}

@@ -46,7 +46,7 @@ func TestSchemaHasNoPlaceForContent(t *testing.T) {
 		textColumns["rollups."+f.RollupColumn()] = "a quantile sketch: bucket counts and min/max/sum of a timing field"
 	}
 	want := map[string][]string{
-		"requests":           store.RequestColumns,
+		"requests":           store.ColumnNames(requestTable),
 		"request_attempts":   store.ColumnNames(attemptTable),
 		"request_labels":     store.ColumnNames(labelTable),
 		"schema_migrations":  {"version", "name", "applied_ns"},

@@ -39,8 +39,14 @@ func (s *sqlStore) StatsFromRows(ctx context.Context, q *store.StatsQuery, acc *
 		sel = append(sel, "r."+c)
 	}
 	sel = append(sel, "r.timestamp_ns", "r.status")
-	for _, c := range raw {
-		sel = append(sel, "r."+c)
+	// Durations are stored in nanoseconds: read as the milliseconds the
+	// fields take (msValue).
+	var durs []int
+	for i, c := range raw {
+		sel = append(sel, "r."+storedName(c))
+		if nsColumns[c] {
+			durs = append(durs, len(dimCols)+2+i)
+		}
 	}
 	tx, err := s.read.BeginTx(ctx, s.d.readTx)
 	if err != nil {
@@ -74,6 +80,9 @@ func (s *sqlStore) StatsFromRows(ctx context.Context, q *store.StatsQuery, acc *
 		if err := rows.Scan(dest...); err != nil {
 			rows.Close()
 			return fmt.Errorf("stats: %w", err)
+		}
+		for _, i := range durs {
+			vals[i] = msValue(vals[i])
 		}
 		for i := range nd {
 			acc.SetDim(i, []byte(rollup.DimValue(dimCols[i], vals[i])))

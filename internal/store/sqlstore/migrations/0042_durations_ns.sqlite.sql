@@ -1,0 +1,6 @@
+-- Durations in whole nanoseconds (BIGINT) instead of float milliseconds:
+-- each duration column x_ms of requests and request_attempts becomes x_ns.
+-- SQLite cannot change a column's type: the step is durationsToNs
+-- (durations.go), in Go, in this migration's transaction, which makes the
+-- two tables again from their own definitions and copies their rows with
+-- the milliseconds rounded to nanoseconds.
