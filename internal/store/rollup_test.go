@@ -106,24 +106,27 @@ func TestRollupAccuracy(t *testing.T) {
 
 // checkSparse checks, on a SQL store, every compacted unit of level: each
 // projection beyond 0 is stored where it at least halves the rows of its
-// stored fallback (rollup.Sparse) and left out, in rollup_units, where it
-// does not; a unit without a row of projection 0 left it out; and some
-// units of the level store rows.
+// stored fallback and its rows average rollup.MinRecordsPerRow records
+// (rollup.Sparse), and left out, in rollup_units, where it does not; a
+// unit without a row of projection 0 left it out; and some units of the
+// level store rows.
 func checkSparse(t *testing.T, s store.Store, level int) {
 	t.Helper()
 	db := storetest.ReadDB(s)
 	ctx := storetest.Ctx(t)
 	rows := map[int64][]int{}
-	q, err := db.QueryContext(ctx, "SELECT level, start_ns, COUNT(*) FROM rollups WHERE level % 10 = $1 GROUP BY level, start_ns", int64(level))
+	records := map[[2]int64]int64{} // {level, start} → the records its rows summarise
+	q, err := db.QueryContext(ctx, "SELECT level, start_ns, COUNT(*), CAST(SUM(count) AS BIGINT) FROM rollups WHERE level % 10 = $1 GROUP BY level, start_ns", int64(level))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for q.Next() {
-		var l, start int64
+		var l, start, recs int64
 		var n int
-		if err := q.Scan(&l, &start, &n); err != nil {
+		if err := q.Scan(&l, &start, &n, &recs); err != nil {
 			t.Fatal(err)
 		}
+		records[[2]int64{l, start}] = recs
 		if rows[start] == nil {
 			rows[start] = make([]int, len(rollup.Projections))
 		}
@@ -169,6 +172,9 @@ func checkSparse(t *testing.T, s store.Store, level int) {
 			}
 			if fb := rollup.Fallback(p, m|1<<p); p > 0 && m&(1<<fb) == 0 && 2*n > r[fb] {
 				t.Errorf("level %d unit %d: projection %d stored in %d rows, its fallback %d holds %d", level, start, p, n, fb, r[fb])
+			}
+			if recs := records[[2]int64{rollup.StoredLevel(level, p), start}]; p > 0 && int64(n)*rollup.MinRecordsPerRow > recs {
+				t.Errorf("level %d unit %d: projection %d stored in %d rows of %d records", level, start, p, n, recs)
 			}
 		}
 		if m&1 != 0 {

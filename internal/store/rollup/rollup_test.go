@@ -179,7 +179,7 @@ func TestSparse(t *testing.T) {
 	// Rows per projection of a unit of a few records: projections 1 and 2
 	// hardly merge, the ones without the model and channel do.
 	rows := []int{10, 9, 8, 6, 6, 3, 6, 5, 2, 8}
-	missing := Sparse(rows, 40)
+	missing := Sparse(rows, 40, 1000)
 	for p, want := range []bool{false, true, true, true, true, false, true, false, true, true} {
 		if got := missing&(1<<p) != 0; got != want {
 			t.Errorf("projection %d (%d rows, fallback %d): left out %v, want %v", p, rows[p], Fallback(p, missing), got, want)
@@ -198,16 +198,24 @@ func TestSparse(t *testing.T) {
 	}
 	// Where every projection merges its finer one's rows, every one is
 	// stored.
-	if m := Sparse([]int{1000, 400, 190, 60, 60, 10, 20, 20, 2, 90}, 3000); m != 0 {
+	dense := []int{1000, 400, 190, 60, 60, 10, 20, 20, 2, 90}
+	if m := Sparse(dense, 3000, 100000); m != 0 {
 		t.Errorf("dense unit: left out %b", m)
 	}
-	if Sparse(make([]int, len(Projections)), 0) != 0 {
+	// The same rows of 1,200 records: projections 1 and 2 would average
+	// fewer than MinRecordsPerRow records a row and are left out, though
+	// each halves its fallback's rows; projection 0 is kept, and the
+	// projections that read it where 1 and 2 are left out.
+	if m := Sparse(dense, 3000, 1200); m != 1<<1|1<<2 {
+		t.Errorf("unit of 1,200 records: left out %b, want projections 1 and 2", m)
+	}
+	if Sparse(make([]int, len(Projections)), 0, 0) != 0 {
 		t.Error("an empty unit leaves projections out")
 	}
 
 	// Where the unit hardly merges its finer rows (15), projection 0 is
 	// left out too, and so is each projection that would read those.
-	m0 := Sparse(rows, 15)
+	m0 := Sparse(rows, 15, 1000)
 	for p, want := range []bool{true, true, true, false, false, false, true, true, true, true} {
 		if got := m0&(1<<p) != 0; got != want {
 			t.Errorf("finer rows 15: projection %d left out %v, want %v", p, got, want)

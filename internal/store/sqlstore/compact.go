@@ -206,7 +206,11 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 	if _, err := tx.ExecContext(ctx, `DELETE FROM rollup_units WHERE level = $1 AND start_ns = $2`, int64(level), start); err != nil {
 		return false, fmt.Errorf("compact: %w", err)
 	}
-	missing := rollup.Sparse(rollup.ProjectedRows(cells), read)
+	var records int64
+	for _, c := range cells {
+		records += c.Count
+	}
+	missing := rollup.Sparse(rollup.ProjectedRows(cells), read, records)
 	projected := rollup.ProjectSome(cells, missing)
 	if missing != 0 {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO rollup_units (level, start_ns, missing) VALUES ($1, $2, $3)`,
