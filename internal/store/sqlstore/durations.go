@@ -57,11 +57,15 @@ func storedColumns(cs []store.Column) []store.Column {
 		if nsColumns[c.Name] {
 			out[i] = store.Column{Name: storedName(c.Name), Kind: store.IntCol}
 		}
+		if nameColumns["requests"][c.Name] {
+			out[i].Kind = store.IntCol
+		}
 	}
 	return out
 }
 
-// requestTable is store.RequestTable as stored: durations in nanoseconds.
+// requestTable is store.RequestTable as stored: durations in nanoseconds,
+// names as ids (names.go).
 var requestTable = storedColumns(store.RequestTable)
 
 // requestDurations are the positions of the durations in requestTable.
@@ -242,12 +246,16 @@ func tableIndexes(ctx context.Context, tx *sql.Tx, table string) ([]string, erro
 	return out, rows.Err()
 }
 
-// msColumns is cs as before 0042: each x_ns a FloatCol x_ms (for tests
-// that write a schema of an earlier version).
+// msColumns is the attempts' columns cs as before 0042: each x_ns a
+// FloatCol x_ms, names text (for tests that write a schema of an earlier
+// version).
 func msColumns(cs []store.Column) []store.Column {
 	out := make([]store.Column, len(cs))
 	for i, c := range cs {
 		out[i] = c
+		if nameColumns["request_attempts"][c.Name] {
+			out[i].Kind = store.TextCol
+		}
 		if ms := strings.TrimSuffix(c.Name, "_ns") + "_ms"; strings.HasSuffix(c.Name, "_ns") && nsColumns[ms] {
 			out[i] = store.Column{Name: ms, Kind: store.FloatCol}
 		}

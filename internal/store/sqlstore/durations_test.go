@@ -15,10 +15,11 @@ import (
 )
 
 // TestDurationsNsOnUpgrade: a database of schema 41, its durations float
-// milliseconds, gets them as whole nanoseconds when a gateway of this
-// version opens it (0042: a rebuild on SQLite, ALTER TABLE on
-// PostgreSQL), and every record reads exactly as the same records written
-// by this version read, with the same exact summaries.
+// milliseconds and its names text, gets whole nanoseconds (0042) and
+// names as ids of record_names (0043) when a gateway of this version
+// opens it (a rebuild on SQLite, ALTER TABLE on PostgreSQL), and every
+// record reads exactly as the same records written by this version read,
+// with the same exact summaries, filters included.
 func TestDurationsNsOnUpgrade(t *testing.T) {
 	const days = 1
 	recs := storetest.RandomRecords(rand.New(rand.NewPCG(42, 42)), 1200, days, storetest.Distributions[1])
@@ -27,8 +28,14 @@ func TestDurationsNsOnUpgrade(t *testing.T) {
 	recs[0].Fields.AuthMs = timeline.SpanOf(1)
 	recs[0].Fields.TotalHandlerMs = timeline.At(3*time.Hour + 7)
 	recs[0].Fields.UpstreamDoneMs = timeline.At(2200*time.Millisecond + 999)
-	if len(recs[0].Attempts) > 0 {
-		recs[0].Attempts[0].UpstreamHeadersMs = timeline.SpanOf(123456789)
+	// Attempts, whose durations and names move too.
+	for i := range recs[:100] {
+		recs[i].Attempts = []record.Attempt{
+			{Channel: recs[i].Channel, Status: "error", Role: "primary", Outcome: "failed", HTTPStatus: 503, Error: "upstream 503",
+				UpstreamStartMs: timeline.At(time.Duration(i) * time.Microsecond), UpstreamHeadersMs: timeline.SpanOf(123456789)},
+			{Channel: "backup-" + recs[i].Channel, Status: recs[i].Status, Role: "retry", Outcome: "won", HTTPStatus: 200,
+				UpstreamStartMs: timeline.At(time.Second + 1), FirstResponseAtMs: timeline.At(2*time.Second + 3)},
+		}
 	}
 	for _, e := range storetest.SQLEngines() {
 		t.Run(e.Name, func(t *testing.T) {
@@ -55,7 +62,7 @@ func TestDurationsNsOnUpgrade(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			stored, err := insertRecordsAs(storetest.Ctx(t), tx, d, recs, 41)
+			stored, err := insertRecordsAs(storetest.Ctx(t), tx, d, recs, 41, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -83,6 +90,13 @@ func TestDurationsNsOnUpgrade(t *testing.T) {
 			}
 			if err := storetest.ReadDB(s).QueryRowContext(storetest.Ctx(t), q).Scan(&typ); err != nil || (typ != "integer" && typ != "bigint") {
 				t.Errorf("total_handler_ns is %q (%v) after the upgrade, want an integer", typ, err)
+			}
+			q = "SELECT lower(type) FROM pragma_table_info('request_attempts') WHERE name = 'channel'"
+			if e.Name == "postgres" {
+				q = "SELECT data_type FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'request_attempts' AND column_name = 'channel'"
+			}
+			if err := storetest.ReadDB(s).QueryRowContext(storetest.Ctx(t), q).Scan(&typ); err != nil || (typ != "integer" && typ != "bigint") {
+				t.Errorf("request_attempts.channel is %q (%v) after the upgrade, want an id", typ, err)
 			}
 			if n := storetest.CountRows(t, s, "SELECT COUNT(*) FROM requests"); n != len(recs) {
 				t.Errorf("%d requests after the upgrade, want %d", n, len(recs))
@@ -117,6 +131,16 @@ func TestDurationsNsOnUpgrade(t *testing.T) {
 			}
 			if d := after - before; d > before*1e-9 || d < -before*1e-9 {
 				t.Errorf("sum of total_handler: %v ms before the upgrade, %v after", before, after)
+			}
+			// Filters on names, on the migrated store and on one written
+			// by this version.
+			for _, f := range []store.Filter{{Channel: recs[0].Channel}, {Group: recs[0].Group, Status: recs[0].Status},
+				{KeyName: recs[0].KeyName}, {Channel: "no such channel"}} {
+				f.Limit = store.MaxLimit
+				a, b := storetest.Must(s.List(storetest.Ctx(t), f)), storetest.Must(now.List(storetest.Ctx(t), f))
+				if !reflect.DeepEqual(a.Records, b.Records) || len(a.Records) == 0 && f.Channel != "no such channel" {
+					t.Errorf("filter %+v: %d records after the upgrade, %d written by this version", f, len(a.Records), len(b.Records))
+				}
 			}
 			storetest.CheckQueries(t, s, recs, days, "migrated")
 			storetest.CompactAll(t, s, storetest.RollupBase.Add(days*24*time.Hour+time.Hour))

@@ -43,6 +43,9 @@ type dialect struct {
 	// stmts keeps a store's VALUES inserts prepared (SQLite); nil in the
 	// package's dialect values, set per store by newSQLStore.
 	stmts *stmtCache
+	// names caches a store's record_names (names.go); nil in the
+	// package's dialect values, set per store by newSQLStore.
+	names *nameCache
 	// planTime: Stats chooses between the time index and a table scan
 	// itself (see wideWindow) because the engine's planner cannot.
 	planTime bool
@@ -238,6 +241,8 @@ var goMigrations = map[int]map[string]func(ctx context.Context, tx *sql.Tx, d di
 	36: {"sqlite": rebuildRollupsWithoutRowid}, // 0036_rollups_without_rowid.sqlite.sql
 	// Durations in nanoseconds: see durations.go.
 	42: {"sqlite": durationsToNs}, // 0042_durations_ns.*.sql
+	// Names as ids of record_names: see names.go.
+	43: {"sqlite": namesToIds}, // 0043_record_names.*.sql
 }
 
 // migration is one embedded schema change: NNNN_what.sql for both engines,

@@ -44,6 +44,7 @@ func newSQLStore(d dialect, write, read *sql.DB) *sqlStore {
 	if !d.arrays {
 		d.stmts = newStmtCache(write)
 	}
+	d.names = newNameCache()
 	s := &sqlStore{d: d, write: write, read: read,
 		statsSlots: make(chan struct{}, store.MaxConcurrentStats), maxStatsRows: store.MaxStatsRows}
 	n := 1
@@ -80,10 +81,10 @@ func (s *sqlStore) Close() error {
 }
 
 var attemptTable = slices.Concat(
-	store.Cols(store.TextCol, "request_id"), store.Cols(store.IntCol, "attempt"), store.Cols(store.TextCol, "channel"),
+	store.Cols(store.TextCol, "request_id"), store.Cols(store.IntCol, "attempt"), store.Cols(store.IntCol, "channel"),
 	store.Cols(store.IntCol, "upstream_start_ns", "upstream_headers_ns", "upstream_headers_at_ns"),
-	store.Cols(store.TextCol, "status"), store.Cols(store.IntCol, "http_status"), store.Cols(store.TextCol, "error"),
-	store.Cols(store.TextCol, "role", "outcome"), store.Cols(store.IntCol, "first_response_at_ns"), store.Cols(store.IntCol, "tokens_input", "tokens_output"),
+	store.Cols(store.IntCol, "status"), store.Cols(store.IntCol, "http_status"), store.Cols(store.TextCol, "error"),
+	store.Cols(store.IntCol, "role", "outcome"), store.Cols(store.IntCol, "first_response_at_ns"), store.Cols(store.IntCol, "tokens_input", "tokens_output"),
 	store.Cols(store.IntCol, "timestamp_ns"),
 	store.Cols(store.IntCol, "remaining_requests", "remaining_tokens"),
 )
@@ -126,7 +127,8 @@ func (s *sqlStore) Insert(ctx context.Context, recs []record.Record) error {
 		return fmt.Errorf("insert: %w", err)
 	}
 	defer tx.Rollback()
-	stored, err := insertRecords(ctx, tx, s.d, recs)
+	fresh := map[string]int64{}
+	stored, err := insertRecordsAs(ctx, tx, s.d, recs, 0, fresh)
 	if err != nil {
 		return err
 	}
@@ -138,11 +140,13 @@ func (s *sqlStore) Insert(ctx context.Context, recs []record.Record) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("insert: commit: %w", err)
 	}
+	s.d.names.add(fresh)
 	return nil
 }
 
-// insertRecords writes the rows of recs (requests, attempts, labels) in tx
-// and returns the records it stored.
+// insertRecordsAs writes the rows of recs (requests, attempts, labels) in
+// tx and returns the records it stored. The names it adds to record_names
+// go into fresh, for the store's cache once tx commits.
 //
 // A request id names one record: of several in a batch the first is kept,
 // and one already stored is kept as it is. ON CONFLICT DO NOTHING alone
@@ -150,17 +154,18 @@ func (s *sqlStore) Insert(ctx context.Context, recs []record.Record) error {
 // and labels of a second record that do not collide onto the first; so the
 // attempts and labels written are those of the records whose request row
 // this transaction inserted.
-func insertRecords(ctx context.Context, tx *sql.Tx, d dialect, recs []record.Record) ([]*record.Record, error) {
-	return insertRecordsAs(ctx, tx, d, recs, 0)
-}
-
-// insertRecordsAs is insertRecords into the tables of an earlier schema
-// version (0: this one), for tests of upgrades: before 0042 durations
-// were float milliseconds, and before 0004 attempts and labels had no
-// timestamp_ns.
-func insertRecordsAs(ctx context.Context, tx *sql.Tx, d dialect, recs []record.Record, version int) ([]*record.Record, error) {
+//
+// Tests of upgrades write the tables of an earlier schema version with it
+// (version 0 is this one): before 0043 names were text, before 0042
+// durations were float milliseconds, and before 0004 attempts and labels
+// had no timestamp_ns. Only 0, 2 and 41 are written so.
+func insertRecordsAs(ctx context.Context, tx *sql.Tx, d dialect, recs []record.Record, version int, fresh map[string]int64) ([]*record.Record, error) {
 	attempts, labels, requests := attemptTable, labelTable, requestTable
 	ms, stamped := version > 0 && version < 42, version == 0 || version >= 4
+	names := d.names
+	if version > 0 && version < 43 {
+		names = nil
+	}
 	if ms {
 		attempts, requests = msColumns(attempts), store.RequestTable
 	}
@@ -197,6 +202,36 @@ func insertRecordsAs(ctx context.Context, tx *sql.Tx, d dialect, recs []record.R
 			ids = append(ids, r.RequestID)
 		}
 	}
+	// Names as ids, those of the attempts too: every new name of the
+	// batch is added at once, in one order (see nameCache.resolve).
+	var nameIDs map[string]int64
+	if names != nil {
+		seen := map[string]bool{}
+		pos := namePositions("requests", requests)
+		list := collectNames(reqArgs, len(requests), pos, nil, seen)
+		for i := range recs {
+			for _, a := range recs[i].Attempts[:min(len(recs[i].Attempts), store.MaxAttempts)] {
+				for _, n := range [...]string{a.Channel, a.Status, a.Role, a.Outcome} {
+					if n = store.Clean(n, store.MaxNameLen); !seen[n] {
+						seen[n] = true
+						list = append(list, n)
+					}
+				}
+			}
+		}
+		var err error
+		if nameIDs, err = names.resolve(ctx, tx, d, list, fresh); err != nil {
+			return nil, fmt.Errorf("insert: %w", err)
+		}
+		replaceNames(reqArgs, len(requests), pos, nameIDs)
+	}
+	name := func(n string) any {
+		n = store.Clean(n, store.MaxNameLen)
+		if nameIDs == nil {
+			return n
+		}
+		return nameIDs[n]
+	}
 	// Where storedIDs has looked, every row left is new: plain inserts,
 	// which PostgreSQL runs in half the time of ON CONFLICT DO NOTHING
 	// RETURNING into a partitioned table (500 requests: 5 ms against 11,
@@ -214,9 +249,9 @@ func insertRecordsAs(ctx context.Context, tx *sql.Tx, d dialect, recs []record.R
 	if d.partitioned {
 		inserted = ids
 	}
-	fresh := make(map[string]bool, len(inserted))
+	isNew := make(map[string]bool, len(inserted))
 	for _, id := range inserted {
-		fresh[id] = true
+		isNew[id] = true
 	}
 	var attArgs, labArgs []any
 	dur := nsArg
@@ -226,16 +261,16 @@ func insertRecordsAs(ctx context.Context, tx *sql.Tx, d dialect, recs []record.R
 	stored := make([]*record.Record, 0, len(inserted))
 	for i := range recs {
 		r := &recs[i]
-		if !fresh[r.RequestID] {
+		if !isNew[r.RequestID] {
 			continue
 		}
-		delete(fresh, r.RequestID) // the first record of an id only
+		delete(isNew, r.RequestID) // the first record of an id only
 		stored = append(stored, r)
 		for j, a := range r.Attempts[:min(len(r.Attempts), store.MaxAttempts)] {
-			attArgs = append(attArgs, r.RequestID, int64(j), store.Clean(a.Channel, store.MaxNameLen),
+			attArgs = append(attArgs, r.RequestID, int64(j), name(a.Channel),
 				dur(store.OffsetArg(a.UpstreamStartMs)), dur(store.SpanArg(a.UpstreamHeadersMs)), dur(store.OffsetArg(a.UpstreamHeadersAtMs)),
-				store.Clean(a.Status, store.MaxNameLen), int64(a.HTTPStatus), store.Clean(a.Error, store.MaxErrorLen),
-				store.Clean(a.Role, store.MaxNameLen), store.Clean(a.Outcome, store.MaxNameLen), dur(store.OffsetArg(a.FirstResponseAtMs)),
+				name(a.Status), int64(a.HTTPStatus), store.Clean(a.Error, store.MaxErrorLen),
+				name(a.Role), name(a.Outcome), dur(store.OffsetArg(a.FirstResponseAtMs)),
 				store.IntArg(a.TokensInput), store.IntArg(a.TokensOutput))
 			if stamped {
 				attArgs = append(attArgs, r.Timestamp.UnixNano(), store.Int64Arg(a.RemainingRequests), store.Int64Arg(a.RemainingTokens))
@@ -288,19 +323,60 @@ func storedIDs(ctx context.Context, tx *sql.Tx, recs []record.Record, seen map[s
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface{ Scan(dest ...any) error }
 
+// nameRefs are a request row's name columns as read (ids, or text in a
+// table of before 0043), in the order of requestNames.
+type nameRefs [11]any
+
+// requestNames are the fields of the name columns of a request row.
+func requestNames(r *record.Record) [11]*string {
+	return [11]*string{&r.API, &r.Route, &r.Group, &r.KeyName, &r.Channel, &r.Region, &r.Provider, &r.Status,
+		&r.Terminal, &r.FinishReason, &r.Tokens.Source}
+}
+
+// setNames fills r's name fields from refs, and then its upstream model
+// (store.FillUpstreamModel, which reads the channel); false when c does
+// not know one of the ids (c nil: text only).
+func setNames(r *record.Record, refs *nameRefs, c *nameCache) bool {
+	for i, p := range requestNames(r) {
+		if c == nil {
+			*p, _ = textName(refs[i])
+			continue
+		}
+		n, ok := c.nameOf(refs[i])
+		if !ok {
+			return false
+		}
+		*p = n
+	}
+	store.FillUpstreamModel(r)
+	return true
+}
+
+// scanRecord reads a row of requests with its names as text (in the
+// migrations before 0043: backfillRollups).
 func scanRecord(sc scanner) (record.Record, error) {
+	var refs nameRefs
+	r, err := scanRecordRefs(sc, &refs)
+	if err == nil {
+		setNames(&r, &refs, nil)
+	}
+	return r, err
+}
+
+// scanRecordRefs reads a row of requests, its names into refs.
+func scanRecordRefs(sc scanner, refs *nameRefs) (record.Record, error) {
 	var r record.Record
 	var ts int64
 	var tokens [4]sql.NullInt64
 	var skipped, rateSkips string
 	f := &r.Fields
 	err := sc.Scan(
-		&r.RequestID, &ts, &r.API, &r.Route, &r.Model, &r.Group, &r.KeyName, &r.UserHash,
-		&r.Channel, &r.Region, &r.Provider, &r.Status, &r.HTTPStatus, &r.Error, &r.Stream, &r.Terminal, &r.FinishReason,
+		&r.RequestID, &ts, &refs[0], &refs[1], &r.Model, &refs[2], &refs[3], &r.UserHash,
+		&refs[4], &refs[5], &refs[6], &refs[7], &r.HTTPStatus, &r.Error, &r.Stream, &refs[8], &refs[9],
 		spanNs{&f.AuthMs}, spanNs{&f.DistributionMs}, spanNs{&f.BodyReadMs}, spanNs{&f.UpstreamHeadersMs}, offsetNs{&f.UpstreamStartMs},
 		offsetNs{&f.UpstreamHeadersAtMs}, offsetNs{&f.FirstSSEEventMs}, offsetNs{&f.FirstResponseMs}, offsetNs{&f.FirstTextDeltaMs},
 		offsetNs{&f.FirstTextSentMs}, offsetNs{&f.UpstreamDoneMs}, offsetNs{&f.TotalHandlerMs}, &r.VisibleOutputTPS, spanNs{&r.InterTokenLatencyMs},
-		&tokens[0], &tokens[1], &tokens[2], &tokens[3], &r.Tokens.Source,
+		&tokens[0], &tokens[1], &tokens[2], &tokens[3], &refs[10],
 		&r.Events.Heartbeat, &r.Events.Metadata, &r.Events.Reasoning, &r.Events.Tool, &r.Events.Text,
 		&r.Events.Done, &r.Events.Error, &r.Events.Unknown,
 		&r.Inflight.Gateway, &r.Inflight.Channel,
@@ -311,7 +387,7 @@ func scanRecord(sc scanner) (record.Record, error) {
 		return r, err
 	}
 	r.SkippedEjected = store.DecodeNames(skipped)
-	store.FillUpstreamModel(&r)
+	// store.FillUpstreamModel needs the channel: see setNames.
 	r.SkippedRateLimited = store.DecodeSkips(rateSkips)
 	r.Timestamp = time.Unix(0, ts).UTC()
 	for i, p := range []**int{&r.Tokens.Input, &r.Tokens.Output, &r.Tokens.Reasoning, &r.Tokens.Visible} {
@@ -331,7 +407,8 @@ func (s *sqlStore) Get(ctx context.Context, id string) (record.Record, error) {
 		return record.Record{}, store.ErrNotFound
 	}
 	row := s.read.QueryRowContext(ctx, "SELECT "+selectRecord+" FROM requests r WHERE r.request_id = $1", id)
-	r, err := scanRecord(row)
+	refs := make([]nameRefs, 1)
+	r, err := scanRecordRefs(row, &refs[0])
 	if errors.Is(err, sql.ErrNoRows) {
 		return record.Record{}, store.ErrNotFound
 	}
@@ -339,10 +416,30 @@ func (s *sqlStore) Get(ctx context.Context, id string) (record.Record, error) {
 		return record.Record{}, fmt.Errorf("get %s: %w", id, err)
 	}
 	recs := []record.Record{r}
+	if err := s.fillNames(ctx, recs, refs); err != nil {
+		return record.Record{}, fmt.Errorf("get %s: %w", id, err)
+	}
 	if err := s.attach(ctx, s.read, recs); err != nil {
 		return record.Record{}, err
 	}
 	return recs[0], nil
+}
+
+// fillNames fills the name fields of recs from their refs, reloading the
+// store's names once when it meets an id it does not know: every id a
+// row read refers to was committed with or before it.
+func (s *sqlStore) fillNames(ctx context.Context, recs []record.Record, refs []nameRefs) error {
+	for i := range recs {
+		if !setNames(&recs[i], &refs[i], s.d.names) {
+			if err := s.d.names.load(ctx, s.read); err != nil {
+				return err
+			}
+			if !setNames(&recs[i], &refs[i], s.d.names) {
+				return fmt.Errorf("record %s: a name id not in record_names", recs[i].RequestID)
+			}
+		}
+	}
+	return nil
 }
 
 // querier is a *sql.DB or *sql.Tx.
@@ -379,13 +476,20 @@ func (s *sqlStore) attach(ctx context.Context, q querier, recs []record.Record) 
 	if err != nil {
 		return fmt.Errorf("read attempts: %w", err)
 	}
+	type attemptNames struct {
+		r    *record.Record
+		i    int
+		refs [4]any // channel, status, role, outcome
+	}
+	var named []attemptNames
 	for rows.Next() {
 		var id string
 		var a record.Attempt
 		var tin, tout, rreq, rtok sql.NullInt64
-		if err := rows.Scan(&id, &a.Channel, offsetNs{&a.UpstreamStartMs}, spanNs{&a.UpstreamHeadersMs},
-			offsetNs{&a.UpstreamHeadersAtMs}, &a.Status, &a.HTTPStatus, &a.Error,
-			&a.Role, &a.Outcome, offsetNs{&a.FirstResponseAtMs}, &tin, &tout, &rreq, &rtok); err != nil {
+		var refs [4]any
+		if err := rows.Scan(&id, &refs[0], offsetNs{&a.UpstreamStartMs}, spanNs{&a.UpstreamHeadersMs},
+			offsetNs{&a.UpstreamHeadersAtMs}, &refs[1], &a.HTTPStatus, &a.Error,
+			&refs[2], &refs[3], offsetNs{&a.FirstResponseAtMs}, &tin, &tout, &rreq, &rtok); err != nil {
 			rows.Close()
 			return fmt.Errorf("read attempts: %w", err)
 		}
@@ -403,10 +507,32 @@ func (s *sqlStore) attach(ctx context.Context, q querier, recs []record.Record) 
 		}
 		if r := byID[id]; r != nil {
 			r.Attempts = append(r.Attempts, a)
+			named = append(named, attemptNames{r, len(r.Attempts) - 1, refs})
 		}
 	}
 	if err := rows.Close(); err != nil {
 		return fmt.Errorf("read attempts: %w", err)
+	}
+	for reloaded := false; len(named) > 0; {
+		an := named[0]
+		a := &an.r.Attempts[an.i]
+		ok := true
+		for j, p := range [...]*string{&a.Channel, &a.Status, &a.Role, &a.Outcome} {
+			n, known := s.d.names.nameOf(an.refs[j])
+			ok = ok && known
+			*p = n
+		}
+		if ok {
+			named = named[1:]
+			continue
+		}
+		if reloaded {
+			return fmt.Errorf("read attempts: %s: a name id not in record_names", an.r.RequestID)
+		}
+		if err := s.d.names.load(ctx, q); err != nil {
+			return err
+		}
+		reloaded = true
 	}
 
 	rows, err = q.QueryContext(ctx, `SELECT request_id, label FROM request_labels
@@ -437,6 +563,28 @@ type builder struct {
 	// scanTime writes the time range as +r.timestamp_ns, which keeps
 	// SQLite from reading it through the time index (see wideWindow).
 	scanTime bool
+	// nameID is the id of a name in record_names (see nameLookup); false
+	// when there is none, which no record then matches.
+	nameID func(string) (int64, bool)
+	err    error
+}
+
+// nameLookup returns a builder's nameID over the store's names, which it
+// reloads from q once on a name it does not know; an error of the reload
+// goes to b.err.
+func (s *sqlStore) nameLookup(ctx context.Context, q querier, b *builder) func(string) (int64, bool) {
+	synced := false
+	return func(n string) (int64, bool) {
+		if id, ok := s.d.names.id(n); ok || synced {
+			return id, ok
+		}
+		synced = true
+		if err := s.d.names.sync(ctx, q); err != nil {
+			b.err = err
+			return 0, false
+		}
+		return s.d.names.id(n)
+	}
 }
 
 // arg adds an argument and returns its placeholder.
@@ -467,7 +615,15 @@ func (b *builder) match(f *store.Filter) {
 		b.cond(ts + " < " + b.arg(store.UnixNano(f.To)))
 	}
 	eq := func(col, v string) {
-		if v != "" {
+		switch {
+		case v == "":
+		case nameColumns["requests"][col]:
+			if id, ok := b.nameID(v); ok {
+				b.cond("r." + col + " = " + b.arg(id))
+			} else {
+				b.cond("1 = 0") // a name never stored
+			}
+		default:
 			b.cond("r." + col + " = " + b.arg(v))
 		}
 	}
@@ -490,7 +646,11 @@ func (s *sqlStore) List(ctx context.Context, f store.Filter) (store.Page, error)
 		return store.Page{}, err
 	}
 	var b builder
+	b.nameID = s.nameLookup(ctx, s.read, &b)
 	b.match(&f)
+	if b.err != nil {
+		return store.Page{}, fmt.Errorf("list: %w", b.err)
+	}
 	if f.Cursor != "" {
 		ts, id, err := store.DecodeCursor(f.Cursor)
 		if err != nil {
@@ -505,8 +665,10 @@ func (s *sqlStore) List(ctx context.Context, f store.Filter) (store.Page, error)
 		return store.Page{}, fmt.Errorf("list: %w", err)
 	}
 	recs := make([]record.Record, 0, min(limit+1, 64))
+	refs := make([]nameRefs, 0, cap(recs))
 	for rows.Next() {
-		r, err := scanRecord(rows)
+		refs = append(refs, nameRefs{})
+		r, err := scanRecordRefs(rows, &refs[len(refs)-1])
 		if err != nil {
 			rows.Close()
 			return store.Page{}, fmt.Errorf("list: %w", err)
@@ -514,6 +676,9 @@ func (s *sqlStore) List(ctx context.Context, f store.Filter) (store.Page, error)
 		recs = append(recs, r)
 	}
 	if err := rows.Close(); err != nil {
+		return store.Page{}, fmt.Errorf("list: %w", err)
+	}
+	if err := s.fillNames(ctx, recs, refs); err != nil {
 		return store.Page{}, fmt.Errorf("list: %w", err)
 	}
 	var p store.Page

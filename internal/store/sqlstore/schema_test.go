@@ -16,19 +16,20 @@ import (
 func TestSchemaHasNoPlaceForContent(t *testing.T) {
 	// Text columns and why each cannot carry content.
 	textColumns := map[string]string{
-		"requests.request_id": "gateway-generated id", "requests.api": "API name", "requests.route": "endpoint pattern",
-		"requests.model": "model name, cleaned and capped at 256 bytes", "requests.group_name": "configured group",
-		"requests.key_name": "configured key name, never the key", "requests.user_hash": "keyed hash (record.HashUser)",
-		"requests.channel": "configured channel", "requests.region": "configured region", "requests.provider": "upstream host",
-		"requests.status": "terminal status", "requests.error": "gateway's error summary, capped at 512 bytes",
-		"requests.terminal": "done/truncated/error", "requests.finish_reason": "provider's finish reason",
-		"requests.tokens_source": "usage/estimate",
-		"requests.trace_id":      "W3C trace id (hex)", "requests.skipped_ejected": "JSON list of configured channel names",
+		"requests.request_id": "gateway-generated id",
+		"requests.model":      "model name, cleaned and capped at 256 bytes",
+		"requests.user_hash":  "keyed hash (record.HashUser)",
+		"requests.error":      "gateway's error summary, capped at 512 bytes",
+		// api, route, group_name, key_name, channel, region, provider,
+		// status, terminal, finish_reason, tokens_source of requests and
+		// channel, status, role, outcome of attempts are ids of these.
+		"record_names.name": "API name, endpoint pattern, configured group, key name (never the key), channel or region, " +
+			"upstream host, terminal status, done/truncated/error, provider's finish reason, usage/estimate, " +
+			"attempt status, primary/retry/hedge, won/cancelled/failed",
+		"requests.trace_id": "W3C trace id (hex)", "requests.skipped_ejected": "JSON list of configured channel names",
 		"requests.skipped_rate_limited": "JSON list of configured channel names, a limit kind and counts",
 		"requests.upstream_model":       "a channel's configured model name for the provider, cleaned and capped at 256 bytes",
-		"request_attempts.role":         "primary/retry/hedge", "request_attempts.outcome": "won/cancelled/failed",
-		"request_attempts.request_id": "id", "request_attempts.channel": "configured channel",
-		"request_attempts.status": "attempt status", "request_attempts.error": "gateway's error summary",
+		"request_attempts.request_id":   "id", "request_attempts.error": "gateway's error summary",
 		"request_labels.request_id": "id", "request_labels.label": "diagnosis label",
 		"schema_migrations.name": "migration file name",
 		"rollups.api":            "API name", "rollups.route": "endpoint pattern", "rollups.model": "model name, cleaned and capped as in requests",
@@ -53,6 +54,7 @@ func TestSchemaHasNoPlaceForContent(t *testing.T) {
 		"rollups":            store.ColumnNames(rollupTable),
 		"rollup_dirty":       store.ColumnNames(dirtyTable),
 		"rollup_units":       {"level", "start_ns", "missing"},
+		"record_names":       {"id", "name"},
 		"api_keys":           {"hash", "name", "role", "group_name", "created_ns", "expires_ns"},
 		"channel_states":     {"channel", "state", "set_by", "set_ns"},
 		"channel_state_acks": {"replica", "channel", "set_ns", "applied_ns"},

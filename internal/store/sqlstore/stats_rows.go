@@ -54,8 +54,23 @@ func (s *sqlStore) StatsFromRows(ctx context.Context, q *store.StatsQuery, acc *
 	}
 	defer tx.Rollback()
 
+	// Every name id the rows of this snapshot hold, known before they
+	// are read.
+	if err := s.d.names.sync(ctx, tx); err != nil {
+		return fmt.Errorf("stats: %w", err)
+	}
 	b := builder{scanTime: s.d.planTime && wideWindow(ctx, tx, &q.Filter)}
+	b.nameID = s.nameLookup(ctx, tx, &b)
 	b.match(&q.Filter)
+	if b.err != nil {
+		return fmt.Errorf("stats: %w", b.err)
+	}
+	named := make([]bool, len(dimCols)+2) // the columns that hold name ids
+	for i, c := range dimCols {
+		named[i] = nameColumns["requests"][c]
+	}
+	named[len(dimCols)+1] = true // status
+	names := s.d.names.byID()
 
 	rows, err := tx.QueryContext(ctx, "SELECT "+strings.Join(sel, ", ")+" FROM requests r"+b.where(), b.args...)
 	if err != nil {
@@ -83,6 +98,14 @@ func (s *sqlStore) StatsFromRows(ctx context.Context, q *store.StatsQuery, acc *
 		}
 		for _, i := range durs {
 			vals[i] = msValue(vals[i])
+		}
+		for i, ok := range named {
+			if ok {
+				if vals[i], ok = nameIn(names, vals[i]); !ok {
+					rows.Close()
+					return fmt.Errorf("stats: a name id not in record_names")
+				}
+			}
 		}
 		for i := range nd {
 			acc.SetDim(i, []byte(rollup.DimValue(dimCols[i], vals[i])))
@@ -136,7 +159,11 @@ func wideWindow(ctx context.Context, q querier, f *store.Filter) bool {
 // truncate toward zero; FloorDiv agrees for timestamps after 1970.
 func (s *sqlStore) countLabels(ctx context.Context, tx querier, q *store.StatsQuery, acc *rollup.Acc, scanTime bool) error {
 	b := builder{scanTime: scanTime}
+	b.nameID = s.nameLookup(ctx, tx, &b)
 	b.match(&q.Filter)
+	if b.err != nil {
+		return fmt.Errorf("stats: labels: %w", b.err)
+	}
 	var groupCols []string
 	for _, c := range acc.DimCols {
 		groupCols = append(groupCols, "r."+c)
@@ -173,6 +200,13 @@ func (s *sqlStore) countLabels(ctx context.Context, tx querier, q *store.StatsQu
 		}
 		key.Reset()
 		for i := range n {
+			if nameColumns["requests"][acc.DimCols[i]] {
+				v, ok := s.d.names.nameOf(vals[i])
+				if !ok {
+					return fmt.Errorf("stats: labels: a name id not in record_names")
+				}
+				vals[i] = v
+			}
 			key.WriteString(rollup.DimValue(acc.DimCols[i], vals[i]))
 			key.WriteByte(0)
 		}

@@ -43,7 +43,7 @@ func TestRollupsBackfilledOnUpgrade(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if _, err := insertRecordsAs(storetest.Ctx(t), tx, d, recs, 2); err != nil {
+			if _, err := insertRecordsAs(storetest.Ctx(t), tx, d, recs, 2, nil); err != nil {
 				t.Fatal(err)
 			}
 			for _, c := range []string{"upstream_model", "upstream_auth_ms"} {
