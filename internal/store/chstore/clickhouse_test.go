@@ -267,7 +267,7 @@ func TestClickHouseSchema(t *testing.T) {
 		"requests":           chTableColumns(),
 		"request_ids":        {"request_id", "timestamp_ns", "batch"},
 		"rollups":            chRollupColumns,
-		"rollup_marks":       {"level", "start_ns", "kind", "at"},
+		"rollup_marks":       {"level", "start_ns", "kind", "at", "missing"},
 		"schema_migrations":  {"version", "name", "applied_ns"},
 		"channel_states":     {"channel", "state", "set_by", "set_ns"},
 		"channel_state_acks": {"replica", "channel", "set_ns", "applied_ns"},

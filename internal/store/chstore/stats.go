@@ -248,45 +248,68 @@ func (s *chStore) compactLevel(ctx context.Context, level int, cut int64, limit 
 	for _, start := range units {
 		want[start] = true
 	}
+	// Made from the finer level's rows of every dimension and status (a
+	// ten-minute unit from its minutes' raw rows, every writer's), or,
+	// for a finer unit that left projection 0 out, from its own finer
+	// rows: what a summary of projection 0 reads for the unit.
+	plan := rollup.Plan{}
+	for l := range rollup.NumLevels {
+		plan.Allowed[l] = true
+	}
+	if finer > rollup.Minute {
+		if plan.Missing, err = s.unitsMissing(ctx, from, to, 1); err != nil {
+			return 0, fmt.Errorf("compact: %w", err)
+		}
+	}
+	plan.Cover(max(finer, rollup.Minute), from, to)
 	cells := map[int64]map[rollup.Key]*rollup.Cell{} // by unit
-	// Made from the finer level's rows of every dimension and status; a
-	// minute from its raw rows (every writer's).
-	rows, err := s.write.QueryContext(ctx, "SELECT "+rollup.SelectColumns+" FROM rollups FINAL WHERE level = ? AND start_ns >= ? AND start_ns < ?",
-		uint8(rollup.StoredLevel(max(finer, rollup.Minute), 0)), from, to)
-	if err != nil {
-		return 0, fmt.Errorf("compact: %w", err)
-	}
-	for rows.Next() {
-		var sr chScannedRollup
-		if err := sr.scan(rows); err != nil {
-			rows.Close()
+	read := map[int64]int{}                          // by unit: the finer rows it was made from
+	for _, g := range plan.ByLevel(0) {
+		rows, err := s.write.QueryContext(ctx, "SELECT "+rollup.SelectColumns+" FROM rollups FINAL WHERE level = ? AND start_ns >= ? AND start_ns < ?",
+			uint8(g.Level), g.Spans[0].From, g.Spans[len(g.Spans)-1].To)
+		if err != nil {
 			return 0, fmt.Errorf("compact: %w", err)
 		}
-		start := rollup.FloorUnit(sr.start, rollup.Unit[level])
-		if !want[start] {
-			continue
+		for rows.Next() {
+			var sr chScannedRollup
+			if err := sr.scan(rows); err != nil {
+				rows.Close()
+				return 0, fmt.Errorf("compact: %w", err)
+			}
+			start := rollup.FloorUnit(sr.start, rollup.Unit[level])
+			// The range may hold rows of units read at another level.
+			if !want[start] || !rollup.InSpans(g.Spans, sr.start) {
+				continue
+			}
+			read[start]++
+			unit := cells[start]
+			if unit == nil {
+				unit = map[rollup.Key]*rollup.Cell{}
+				cells[start] = unit
+			}
+			c := unit[sr.key]
+			if c == nil {
+				c = rollup.NewCell()
+				unit[sr.key] = c
+			}
+			if err := c.MergeRow(sr.key.Status, sr.count, sr.statuses, sr.labels, sr.sketches); err != nil {
+				rows.Close()
+				return 0, fmt.Errorf("compact: %w", err)
+			}
 		}
-		unit := cells[start]
-		if unit == nil {
-			unit = map[rollup.Key]*rollup.Cell{}
-			cells[start] = unit
-		}
-		c := unit[sr.key]
-		if c == nil {
-			c = rollup.NewCell()
-			unit[sr.key] = c
-		}
-		if err := c.MergeRow(sr.key.Status, sr.count, sr.statuses, sr.labels, sr.sketches); err != nil {
-			rows.Close()
+		if err := rows.Close(); err != nil {
 			return 0, fmt.Errorf("compact: %w", err)
 		}
-	}
-	if err := rows.Close(); err != nil {
-		return 0, fmt.Errorf("compact: %w", err)
 	}
 	var out [][]any
+	missing := make(map[int64]uint16, len(units))
 	for _, start := range units {
-		for p, unit := range rollup.ProjectCells(cells[start]) {
+		m := rollup.Sparse(rollup.ProjectedRows(cells[start]), read[start])
+		missing[start] = m
+		for p, unit := range rollup.ProjectSome(cells[start], m) {
+			if m&(1<<p) != 0 {
+				continue
+			}
 			keys := make([]rollup.Key, 0, len(unit))
 			for k := range unit {
 				keys = append(keys, k)
@@ -304,11 +327,14 @@ func (s *chStore) compactLevel(ctx context.Context, level int, cut int64, limit 
 	if err := chInsert(ctx, s.write, "rollups", chRollupColumns, out); err != nil {
 		return 0, fmt.Errorf("compact: %w", err)
 	}
+	// The compaction mark names what the unit left out; rows of those
+	// projections from an earlier compaction stay until retention drops
+	// their day, never read again.
 	marks := make([][]any, len(units))
 	for i, start := range units {
-		marks[i] = []any{uint8(level), start, uint8(markCompacted), began}
+		marks[i] = []any{uint8(level), start, uint8(markCompacted), began, missing[start]}
 	}
-	if err := chInsert(ctx, s.write, "rollup_marks", []string{"level", "start_ns", "kind", "at"}, marks); err != nil {
+	if err := chInsert(ctx, s.write, "rollup_marks", []string{"level", "start_ns", "kind", "at", "missing"}, marks); err != nil {
 		return 0, fmt.Errorf("compact: %w", err)
 	}
 	for _, start := range units {
@@ -317,6 +343,29 @@ func (s *chStore) compactLevel(ctx context.Context, level int, cut int64, limit 
 		}
 	}
 	return len(units), nil
+}
+
+// unitsMissing returns, of the compacted units that start in [from, to),
+// those whose newest compaction left out a projection of mask (a bit per
+// projection), with every projection they left out (see rollup.Sparse).
+func (s *chStore) unitsMissing(ctx context.Context, from, to int64, mask uint16) (map[[2]int64]uint16, error) {
+	rows, err := s.write.QueryContext(ctx, "SELECT level, start_ns, argMaxIf(missing, at, kind = 1) AS m FROM rollup_marks"+
+		" WHERE level > 0 AND start_ns >= ? AND start_ns < ? GROUP BY level, start_ns HAVING bitAnd(m, ?) != 0", from, to, mask)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[[2]int64]uint16{}
+	for rows.Next() {
+		var level uint8
+		var start int64
+		var m uint16
+		if err := rows.Scan(&level, &start, &m); err != nil {
+			return nil, err
+		}
+		out[[2]int64{int64(level), start}] = m
+	}
+	return out, rows.Err()
 }
 
 // mergeDay merges the rollups of the day that starts at start into one
@@ -432,18 +481,24 @@ func (s *chStore) StatsFromRollups(ctx context.Context, q *store.StatsQuery, acc
 	}
 	// Only days and dirty units come back: a week's clean minutes would
 	// be ten thousand rows to send and skip.
-	rows, err := s.read.QueryContext(ctx, "SELECT level, start_ns, maxIf(at, kind = 0) >= maxIf(at, kind = 1) OR countIf(kind = 1) = 0 AS dirty"+
-		" FROM rollup_marks WHERE start_ns >= ? AND start_ns < ? GROUP BY level, start_ns HAVING level = ? OR dirty",
-		rollup.FloorUnit(from, 24*time.Hour), to, uint8(rollup.Day))
+	// The same read gives the units that left out the summary's
+	// projection (or projection 0, which a unit without its fallback is
+	// read in; see rollup.Sparse).
+	proj := rollup.ProjectionFor(q, acc.DimCols)
+	rows, err := s.read.QueryContext(ctx, "SELECT level, start_ns, maxIf(at, kind = 0) >= maxIf(at, kind = 1) OR countIf(kind = 1) = 0 AS dirty,"+
+		" argMaxIf(missing, at, kind = 1) AS left_out"+
+		" FROM rollup_marks WHERE start_ns >= ? AND start_ns < ? GROUP BY level, start_ns HAVING level = ? OR dirty OR bitAnd(left_out, ?) != 0",
+		rollup.FloorUnit(from, 24*time.Hour), to, uint8(rollup.Day), uint16(1<<proj|1))
 	if err != nil {
 		return fromT, toT, fmt.Errorf("stats: %w", err)
 	}
-	plan := rollup.Plan{Dirty: map[[2]int64]bool{}}
+	plan := rollup.Plan{Dirty: map[[2]int64]bool{}, Missing: map[[2]int64]uint16{}, Proj: proj}
 	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
 	for rows.Next() {
 		var level, dirty uint8
 		var start int64
-		if err := rows.Scan(&level, &start, &dirty); err != nil {
+		var missing uint16
+		if err := rows.Scan(&level, &start, &dirty, &missing); err != nil {
 			rows.Close()
 			return fromT, toT, fmt.Errorf("stats: %w", err)
 		}
@@ -452,6 +507,9 @@ func (s *chStore) StatsFromRollups(ctx context.Context, q *store.StatsQuery, acc
 		}
 		if dirty != 0 {
 			plan.Dirty[[2]int64{int64(level), start}] = true
+		}
+		if missing&(1<<proj|1) != 0 {
+			plan.Missing[[2]int64{int64(level), start}] = missing
 		}
 	}
 	if err := rows.Close(); err != nil {
@@ -469,7 +527,6 @@ func (s *chStore) StatsFromRollups(ctx context.Context, q *store.StatsQuery, acc
 	for level := range rollup.NumLevels {
 		plan.Allowed[level] = q.Bucket == 0 || q.Bucket%rollup.Unit[level] == 0
 	}
-	proj := rollup.ProjectionFor(q, acc.DimCols)
 	plan.Cover(rollup.Day, from, to)
 	groups := plan.ByLevel(proj)
 	if acc.NeedsCount() {
