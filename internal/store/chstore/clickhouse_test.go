@@ -314,3 +314,40 @@ func TestClickHouseQuotedIDs(t *testing.T) {
 		t.Errorf("listed %q, want %q", got, want)
 	}
 }
+
+// TestClickHouseIDsByMinute: request_ids holds each record's minute, not
+// its time (it compresses to 16 bytes a row instead of 23), and Get finds
+// a record by it wherever in the minute the record lies; a row written by
+// an older gateway, with the exact time, is found too.
+func TestClickHouseIDsByMinute(t *testing.T) {
+	s, _ := storetest.OpenClickHouse(t)
+	ch := s.(*chStore)
+	ctx := storetest.Ctx(t)
+	minute := storetest.Base.Truncate(time.Minute).Add(time.Hour)
+	var recs []record.Record
+	for i, off := range []time.Duration{0, 1, 17*time.Second + 3, time.Minute - 1} {
+		recs = append(recs, storetest.FullRecord(storetest.IDN(i), minute.Add(off)))
+	}
+	storetest.Insert(t, s, recs...)
+	if n := storetest.ChCount(t, s, "SELECT count() FROM request_ids WHERE timestamp_ns = ?", minute.UnixNano()); n != len(recs) {
+		t.Errorf("%d of %d ids hold their minute's start", n, len(recs))
+	}
+	old := storetest.FullRecord("req-old", minute.Add(42*time.Second+5))
+	if err := chInsert(ctx, ch.write, "requests", chRequestColumns, [][]any{chRequestRow(&old, "old-batch")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := chInsert(ctx, ch.write, "request_ids", []string{"request_id", "timestamp_ns", "batch"},
+		[][]any{{old.RequestID, old.Timestamp.UnixNano(), "old-batch"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range append(recs, old) {
+		got, err := s.Get(ctx, want.RequestID)
+		if err != nil {
+			t.Errorf("Get %s at %s: %v", want.RequestID, want.Timestamp.Format(time.RFC3339Nano), err)
+			continue
+		}
+		if !got.Timestamp.Equal(want.Timestamp) || got.Model != want.Model {
+			t.Errorf("Get %s: at %s model %q, want %s %q", want.RequestID, got.Timestamp, got.Model, want.Timestamp, want.Model)
+		}
+	}
+}

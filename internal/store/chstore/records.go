@@ -180,7 +180,10 @@ func (s *chStore) Insert(ctx context.Context, recs []record.Record) error {
 	idRows := make([][]any, len(fresh))
 	for i, r := range fresh {
 		rows[i] = chRequestRow(r, token)
-		idRows[i] = []any{r.RequestID, r.Timestamp.UnixNano(), token}
+		// The minute, not the time: Get needs no more, and in id order a
+		// minute's start compresses to 16 bytes a row where the exact
+		// time took 23 (LZ4; 9.5 and 15.9 with ZSTD).
+		idRows[i] = []any{r.RequestID, rollup.FloorUnit(r.Timestamp.UnixNano(), time.Minute), token}
 	}
 	if err := chInsert(ctx, s.write, "requests", chRequestColumns, rows); err != nil {
 		return fmt.Errorf("insert: %w", err)
@@ -407,7 +410,12 @@ func (s *chStore) Get(ctx context.Context, id string) (record.Record, error) {
 	if err != nil {
 		return record.Record{}, fmt.Errorf("get %s: %w", id, err)
 	}
-	w := chWhere{conds: chTimeConds(ts, ts+1)}
+	// request_ids holds the start of the record's minute (rows written by
+	// an older gateway hold its exact time, which lies in that minute
+	// too): the requests row is found by its minute, the first column of
+	// the sorting key, and its id.
+	minute := rollup.FloorUnit(ts, time.Minute)
+	w := chWhere{conds: chTimeConds(minute, minute+int64(time.Minute))}
 	w.cond("request_id = ?", id)
 	r, err := scanCHRecord(s.read.QueryRowContext(ctx, "SELECT "+chSelectRecord+" FROM requests"+w.String()+" LIMIT 1", w.args...))
 	if errors.Is(err, sql.ErrNoRows) {
