@@ -78,6 +78,15 @@ XML
     <mark_cache_size>268435456</mark_cache_size>
     <max_concurrent_queries>100</max_concurrent_queries>
     <mlock_executable>false</mlock_executable>
+    <!-- Parts compressed with ZSTD rather than LZ4, as docs/scale.md
+         recommends: 18.16 has no per-column codecs, so this is where the
+         codec is chosen (a requests row 195 -> 135 bytes at 1,000 records a
+         minute). A case without conditions takes every part. -->
+    <compression>
+        <case>
+            <method>zstd</method>
+        </case>
+    </compression>
 </yandex>
 XML
 	log "starting $server on 127.0.0.1:$port (data in $dir/data)"
