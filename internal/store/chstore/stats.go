@@ -304,7 +304,11 @@ func (s *chStore) compactLevel(ctx context.Context, level int, cut int64, limit 
 	var out [][]any
 	missing := make(map[int64]uint16, len(units))
 	for _, start := range units {
-		m := rollup.Sparse(rollup.ProjectedRows(cells[start]), read[start])
+		var records int64
+		for _, c := range cells[start] {
+			records += c.Count
+		}
+		m := rollup.Sparse(rollup.ProjectedRows(cells[start]), read[start], records)
 		missing[start] = m
 		for p, unit := range rollup.ProjectSome(cells[start], m) {
 			if m&(1<<p) != 0 {
