@@ -166,7 +166,7 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 		// Past rollup.MaxSpansInSQL spans the query reads their envelope,
 		// which may hold rows read at another level: those are skipped.
 		envelope := len(g.Spans) > rollup.MaxSpansInSQL
-		query, args := spanQuery(rollup.SelectColumns, g.Level, g.Spans, nil, s.d.name == "sqlite")
+		query, args := spanQuery(rollup.SelectColumns, rollupsFrom(s.d), g.Level, g.Spans, nil, s.d.name == "sqlite")
 		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
 			return false, fmt.Errorf("compact: %w", err)
@@ -218,6 +218,18 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 			return false, fmt.Errorf("compact: %w", err)
 		}
 	}
+	var series []rollup.Key
+	for p, cells := range projected {
+		if missing&(1<<p) == 0 {
+			for k := range cells {
+				series = append(series, k)
+			}
+		}
+	}
+	ids, err := ensureSeries(ctx, tx, s.d, series)
+	if err != nil {
+		return false, fmt.Errorf("compact: %w", err)
+	}
 	for p, cells := range projected {
 		if missing&(1<<p) != 0 {
 			continue
@@ -229,7 +241,7 @@ func (s *sqlStore) compactUnit(ctx context.Context, level int, start int64) (boo
 		slices.SortFunc(keys, func(a, b rollup.Key) int { return rollup.CompareKeys(&a, &b) })
 		var args []any
 		for _, k := range keys {
-			if args, err = rollupArgs(args, level, p, start, &k, "", cells[k]); err != nil {
+			if args, err = rollupArgs(args, level, p, start, ids[k], "", cells[k]); err != nil {
 				return false, fmt.Errorf("compact: %w", err)
 			}
 		}

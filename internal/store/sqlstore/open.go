@@ -46,6 +46,10 @@ type dialect struct {
 	// names caches a store's record_names (names.go); nil in the
 	// package's dialect values, set per store by newSQLStore.
 	names *nameCache
+	// series keeps the rollup series ids a store has looked up (see
+	// ensureSeries); nil in the package's dialect values (migrations look
+	// every series up), set per store by newSQLStore.
+	series *seriesCache
 	// planTime: Stats chooses between the time index and a table scan
 	// itself (see wideWindow) because the engine's planner cannot.
 	planTime bool
@@ -231,14 +235,16 @@ var migrationFiles embed.FS
 // data moves that the shared SQL cannot express.
 var goMigrations = map[int]map[string]func(ctx context.Context, tx *sql.Tx, d dialect) error{
 	4: {"postgres": partitionByDay}, // 0004_partitions.*.sql
-	// The rollups of records stored before 0003_rollups.sql, made once
-	// the rollups table has every column that writing them needs.
-	6: {"": backfillRollups}, // 0006_projections.sql
+	// (The rollups of records stored before 0003_rollups.sql are made by
+	// 0038's step, once the rollups table has the shape that writing them
+	// needs: see toSeries.)
 	// Attempts and labels rebuilt WITHOUT ROWID from their own
 	// definitions: see without_rowid.go.
 	34: {"sqlite": rebuildWithoutRowid}, // 0034_without_rowid.sqlite.sql
 	// Rollups WITHOUT ROWID in a file of 16 KB pages.
 	36: {"sqlite": rebuildRollupsWithoutRowid}, // 0036_rollups_without_rowid.sqlite.sql
+	// Rollup rows name their key by a series id: see series.go.
+	38: {"": toSeries}, // 0038_rollup_series.*.sql
 	// Durations in nanoseconds: see durations.go.
 	42: {"sqlite": durationsToNs}, // 0042_durations_ns.*.sql
 	// Names as ids of record_names: see names.go.

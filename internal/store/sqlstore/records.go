@@ -45,6 +45,7 @@ func newSQLStore(d dialect, write, read *sql.DB) *sqlStore {
 		d.stmts = newStmtCache(write)
 	}
 	d.names = newNameCache()
+	d.series = &seriesCache{}
 	s := &sqlStore{d: d, write: write, read: read,
 		statsSlots: make(chan struct{}, store.MaxConcurrentStats), maxStatsRows: store.MaxStatsRows}
 	n := 1

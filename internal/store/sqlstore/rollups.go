@@ -30,9 +30,8 @@ func newWriterID() string {
 // rollupTable is the rollups table's columns in the order rollupArgs
 // writes them.
 var rollupTable = func() []store.Column {
-	cs := slices.Concat(store.Cols(store.IntCol, "level", "start_ns"),
-		store.Cols(store.TextCol, "api", "route", "model", "group_name", "channel", "region", "provider"),
-		store.Cols(store.BoolCol, "stream"), store.Cols(store.TextCol, "status", "writer"), store.Cols(store.IntCol, "count"), store.Cols(store.TextCol, "labels"))
+	cs := slices.Concat(store.Cols(store.IntCol, "level", "start_ns", "series"),
+		store.Cols(store.TextCol, "writer"), store.Cols(store.IntCol, "count"), store.Cols(store.TextCol, "labels"))
 	for _, f := range store.StatFields {
 		cs = append(cs, store.Column{Name: f.RollupColumn(), Kind: store.BytesCol})
 	}
@@ -57,21 +56,20 @@ var rollupUpsertSQLite, rollupUpsertPostgres = func() (string, string) {
 		c := f.RollupColumn()
 		set = append(set, c+" = excluded."+c)
 	}
-	target := "ON CONFLICT (level, start_ns, " + strings.Join(rollup.KeyColumns, ", ") + ", writer)"
+	target := "ON CONFLICT (level, start_ns, series, writer)"
 	update := " DO UPDATE SET " + strings.Join(set, ", ")
 	return target + update, target + " WHERE level = 0" + update
 }()
 
-// rollupArgs appends the arguments of one rollup row, at its stored level:
-// a row of a projection without the status (p > 0) counts its records per
-// status.
-func rollupArgs(args []any, level int, p int, start int64, k *rollup.Key, writer string, c *rollup.Cell) ([]any, error) {
+// rollupArgs appends the arguments of one rollup row of series (its key's
+// id: see ensureSeries), at its stored level: a row of a projection
+// without the status (p > 0) counts its records per status.
+func rollupArgs(args []any, level int, p int, start int64, series int64, writer string, c *rollup.Cell) ([]any, error) {
 	statuses := ""
 	if p > 0 {
 		statuses = rollup.EncodeStatuses(c.Statuses)
 	}
-	args = append(args, rollup.StoredLevel(level, p), start, k.API, k.Route, k.Model, k.Group, k.Channel, k.Region, k.Provider,
-		k.Stream, k.Status, writer, c.Count, rollup.EncodeLabels(c.Labels))
+	args = append(args, rollup.StoredLevel(level, p), start, series, writer, c.Count, rollup.EncodeLabels(c.Labels))
 	for _, s := range c.Sketches {
 		if s == nil || s.Count() == 0 {
 			args = append(args, nil)
@@ -163,7 +161,7 @@ func writeRollups(ctx context.Context, tx *sql.Tx, d dialect, writer string, rec
 
 	// The stored rows of these minutes, merged into the batch's.
 	sr := newScannedRollup()
-	err := readMinuteRollups(ctx, tx, d.stmts, writer, minutes, func(rows *sql.Rows) error {
+	err := readMinuteRollups(ctx, tx, d, writer, minutes, func(rows *sql.Rows) error {
 		if err := sr.scan(rows); err != nil {
 			return err
 		}
@@ -183,9 +181,17 @@ func writeRollups(ctx context.Context, tx *sql.Tx, d dialect, writer string, rec
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, rollup.CompareUnitKeys)
+	series := make([]rollup.Key, len(keys))
+	for i, k := range keys {
+		series[i] = k.Key
+	}
+	ids, err := ensureSeries(ctx, tx, d, series)
+	if err != nil {
+		return fmt.Errorf("write rollups: %w", err)
+	}
 	var rargs []any
 	for _, k := range keys {
-		if rargs, err = rollupArgs(rargs, rollup.Minute, 0, k.Start, &k.Key, writer, cells[k]); err != nil {
+		if rargs, err = rollupArgs(rargs, rollup.Minute, 0, k.Start, ids[k.Key], writer, cells[k]); err != nil {
 			return fmt.Errorf("write rollups: %w", err)
 		}
 	}
@@ -200,7 +206,7 @@ func writeRollups(ctx context.Context, tx *sql.Tx, d dialect, writer string, rec
 // padded with their last minute, so that the statements stay prepared in
 // stmts: SQLite otherwise parses the query at every write, which was about
 // a tenth of the CPU of writing one record (issue 15).
-func readMinuteRollups(ctx context.Context, tx *sql.Tx, stmts *stmtCache, writer string, minutes []int64, each func(*sql.Rows) error) error {
+func readMinuteRollups(ctx context.Context, tx *sql.Tx, d dialect, writer string, minutes []int64, each func(*sql.Rows) error) error {
 	for len(minutes) > 0 {
 		n := min(len(minutes), 64)
 		size := 64
@@ -215,7 +221,7 @@ func readMinuteRollups(ctx context.Context, tx *sql.Tx, stmts *stmtCache, writer
 		for i := range size {
 			args = append(args, minutes[min(i, n-1)])
 		}
-		if err := queryCached(ctx, tx, stmts, minuteRollupsQuery(size), args, each); err != nil {
+		if err := queryCached(ctx, tx, d.stmts, minuteRollupsQuery(d, size), args, each); err != nil {
 			return err
 		}
 		minutes = minutes[n:]
@@ -224,8 +230,8 @@ func readMinuteRollups(ctx context.Context, tx *sql.Tx, stmts *stmtCache, writer
 }
 
 // minuteRollupsQuery is the query of readMinuteRollups for an IN list of n.
-func minuteRollupsQuery(n int) string {
-	key := "minute-rollups/" + strconv.Itoa(n)
+func minuteRollupsQuery(d dialect, n int) string {
+	key := "minute-rollups/" + d.name + "/" + strconv.Itoa(n)
 	if q, ok := insertSQL.Load(key); ok {
 		return q.(string)
 	}
@@ -233,7 +239,7 @@ func minuteRollupsQuery(n int) string {
 	for i := range marks {
 		marks[i] = "$" + strconv.Itoa(i+2)
 	}
-	q := "SELECT " + rollup.SelectColumns + " FROM rollups WHERE level = 0 AND writer = $1 AND start_ns IN (" + strings.Join(marks, ", ") + ")"
+	q := "SELECT " + rollup.SelectColumns + " FROM " + rollupsFrom(d) + " WHERE level = 0 AND writer = $1 AND start_ns IN (" + strings.Join(marks, ", ") + ")"
 	insertSQL.Store(key, q)
 	return q
 }

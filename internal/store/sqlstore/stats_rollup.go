@@ -136,8 +136,8 @@ var compactedLevels = func() string {
 	return strings.Join(ls, ", ")
 }()
 
-// spanQuery returns the query of the columns sel of the rollup rows of one
-// stored level within spans (ordered, disjoint) that also meet the
+// spanQuery returns the query of the columns sel of the rollup rows (from:
+// see rollupsFrom) of one stored level within spans (ordered, disjoint) that also meet the
 // conditions filters adds. Past rollup.MaxSpansInSQL spans it reads their
 // envelope, and the caller drops the rows outside them. Else, with union
 // (SQLite), a range query per span joined by UNION ALL: with the spans
@@ -146,7 +146,7 @@ var compactedLevels = func() string {
 // has no such plan (40 ms instead of 1 for a day's summary ending
 // mid-minute at 100 000 records a week). PostgreSQL keeps the ORed ranges,
 // which it searches as a bitmap of index ranges and plans once.
-func spanQuery(sel string, level int64, spans []rollup.Span, filters func(*builder), union bool) (string, []any) {
+func spanQuery(sel, from string, level int64, spans []rollup.Span, filters func(*builder), union bool) (string, []any) {
 	var b builder
 	one := func(ranges [][2]int64) string {
 		b.conds = nil
@@ -163,7 +163,7 @@ func spanQuery(sel string, level int64, spans []rollup.Span, filters func(*build
 		if filters != nil {
 			filters(&b)
 		}
-		return "SELECT " + sel + " FROM rollups" + b.where()
+		return "SELECT " + sel + " FROM " + from + b.where()
 	}
 	if len(spans) > rollup.MaxSpansInSQL {
 		return one([][2]int64{{spans[0].From, spans[len(spans)-1].To}}), b.args
@@ -208,7 +208,7 @@ func (s *sqlStore) readRollups(ctx context.Context, tx *sql.Tx, q *store.StatsQu
 		}
 	}
 	envelope := len(spans) > rollup.MaxSpansInSQL
-	query, args := spanQuery(strings.Join(sel, ", "), level, spans, filters, s.d.name == "sqlite")
+	query, args := spanQuery(strings.Join(sel, ", "), rollupsFrom(s.d), level, spans, filters, s.d.name == "sqlite")
 	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return fmt.Errorf("stats: rollups: %w", err)
