@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,6 +89,33 @@ func ForEachEngine(t *testing.T, fn func(t *testing.T, s store.Store)) {
 			fn(t, s)
 		})
 	}
+}
+
+// ForEachEngineAtOnce is ForEachEngine with the engines' subtests run at
+// the same time, for the tests that spend minutes each on compaction and
+// queries: most of that is waiting on a database server, and on a loaded
+// machine the engines one after another took most of the package's time.
+func ForEachEngineAtOnce(t *testing.T, fn func(t *testing.T, s store.Store)) {
+	t.Helper()
+	EachEngineAtOnce(t, func(t *testing.T, e Engine) {
+		s, _ := e.Open(t)
+		fn(t, s)
+	})
+}
+
+// EachEngineAtOnce runs fn as a subtest per Engine, all at once (t.Run from
+// a goroutine each), and returns when every one has finished.
+func EachEngineAtOnce(t *testing.T, fn func(t *testing.T, e Engine)) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, e := range Engines() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t.Run(e.Name, func(t *testing.T) { fn(t, e) })
+		}()
+	}
+	wg.Wait()
 }
 
 func OpenSQLite(t testing.TB) (store.Store, string) {
