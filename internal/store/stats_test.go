@@ -636,6 +636,19 @@ func TestStatsRefusedBeforeSketches(t *testing.T) {
 			t.Errorf("the refused answer allocated %d KiB, the whole answer %d KiB: want at most an eighth (its sketches were made before the refusal)",
 				refused>>10, wholeAlloc>>10)
 		}
+		// From records (a bucket not a whole number of minutes), about as
+		// many cells: ClickHouse reads them ordered by cell and seals
+		// each (rows grouped by cell cost its server a sort); SQLite and
+		// PostgreSQL hold every cell's sketches to the end.
+		rowsQ := store.StatsQuery{GroupBy: []string{"model"}, Bucket: 601 * time.Second, MaxValues: 2 * cells * fields}
+		st, err, n := allocated(rowsQ)
+		if err != nil || len(st.Groups) < cells || st.Method != store.MethodRows {
+			t.Fatalf("601s buckets: %v, %d groups, method %q", err, len(st.Groups), st.Method)
+		}
+		t.Logf("from records: %d cells allocated %d KiB", len(st.Groups), n>>10)
+		if strings.HasSuffix(t.Name(), "/clickhouse") && n > uint64(len(st.Groups))*24<<10 {
+			t.Errorf("from records: %d cells × %d fields allocated %d KiB, want at most 24 KiB a cell", len(st.Groups), fields, n>>10)
+		}
 		// The same answer from the ten-minute rows compaction writes.
 		storetest.CompactAll(t, s, storetest.RollupBase.Add(25*time.Hour))
 		q.MaxValues = cells * fields

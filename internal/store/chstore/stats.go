@@ -674,7 +674,11 @@ func (s *chStore) readRollups(ctx context.Context, q *store.StatsQuery, acc *rol
 		sel = append(sel, store.StatFields[fi].RollupColumn())
 	}
 	query, args, envelope := rollupQuery(q, groups, sel)
-	rows, err := s.read.QueryContext(ctx, cellOrder(q, acc, strings.Join(query, " UNION ALL ")), args...)
+	sqlText := strings.Join(query, " UNION ALL ")
+	if order := cellOrder(q, acc, "start_ns"); order != "" {
+		sqlText = "SELECT * FROM (" + sqlText + ")" + order
+	}
+	rows, err := s.read.QueryContext(ctx, sqlText, args...)
 	if err != nil {
 		return fmt.Errorf("stats: rollups: %w", err)
 	}
@@ -790,20 +794,20 @@ func (s *chStore) readRollups(ctx context.Context, q *store.StatsQuery, acc *rol
 	return nil
 }
 
-// cellOrder orders the rows of query by acc's cells, bucket then group
-// key, so that each cell's rows come together (see readRollups). Stored
-// times lie after 1970 (Validate), where intDiv is the floor that
-// rollup.Acc.CellAt takes.
-func cellOrder(q *store.StatsQuery, acc *rollup.Acc, query string) string {
+// cellOrder is the ORDER BY that brings the rows of each of acc's cells
+// together, bucket (of the time column ts) then group key (see
+// readRollups), or "" for a single cell. Stored times lie after 1970
+// (Validate), where intDiv is the floor that rollup.Acc.CellAt takes.
+func cellOrder(q *store.StatsQuery, acc *rollup.Acc, ts string) string {
 	var by []string
 	if q.Bucket > 0 {
-		by = append(by, "intDiv(start_ns, "+strconv.FormatInt(q.Bucket.Nanoseconds(), 10)+")")
+		by = append(by, "intDiv("+ts+", "+strconv.FormatInt(q.Bucket.Nanoseconds(), 10)+")")
 	}
 	by = append(by, acc.DimCols...)
 	if len(by) == 0 {
-		return query // one cell
+		return ""
 	}
-	return "SELECT * FROM (" + query + ") ORDER BY " + strings.Join(by, ", ")
+	return " ORDER BY " + strings.Join(by, ", ")
 }
 
 // StatsFromRows answers q from the records (see StatsFromRows):
@@ -830,7 +834,16 @@ func (s *chStore) StatsFromRows(ctx context.Context, q *store.StatsQuery, acc *r
 	sel := slices.Concat(dimCols, []string{"timestamp_ns", "status", "labels"}, rawExprs)
 	var w chWhere
 	w.match(&q.Filter)
-	rows, err := s.read.QueryContext(ctx, "SELECT "+strings.Join(sel, ", ")+" FROM requests FINAL"+w.String(), w.args...)
+	// Ordered by cell, as readRollups reads rollups, so that each cell is
+	// summarised when the next begins: a bucketed answer of 990 cells ×
+	// 15 fields from records grew RSS by 112 MiB holding every cell's
+	// sketches to the end. The LIMIT (one past the bound) keeps
+	// ClickHouse's sort to what is read.
+	order := cellOrder(q, acc, "timestamp_ns")
+	if order != "" {
+		order += " LIMIT " + strconv.Itoa(s.maxStatsRows+1)
+	}
+	rows, err := s.read.QueryContext(ctx, "SELECT "+strings.Join(sel, ", ")+" FROM requests FINAL"+w.String()+order, w.args...)
 	if err != nil {
 		return fmt.Errorf("stats: %w", err)
 	}
@@ -843,6 +856,7 @@ func (s *chStore) StatsFromRows(ctx context.Context, q *store.StatsQuery, acc *r
 	nd := len(dimCols)
 	in := make([]float64, 2)
 	scanned := 0
+	var cell *rollup.StatCell // the cell being read
 	for rows.Next() {
 		if scanned++; scanned > s.maxStatsRows {
 			return fmt.Errorf("%w: more than %d records match, and %s makes this summary read records rather than rollups; "+
@@ -864,6 +878,10 @@ func (s *chStore) StatsFromRows(ctx context.Context, q *store.StatsQuery, acc *r
 		c := acc.CellAt(ts)
 		if acc.Over() {
 			break // refused whatever follows
+		}
+		if c != cell {
+			acc.Seal(cell)
+			cell = c
 		}
 		c.AddCount([]byte(rollup.AsString(vals[nd+1])), 1)
 		labels, _ := vals[nd+2].([]string)
