@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -24,7 +25,11 @@ import (
 // the transaction that looked them up: those are committed, so every
 // later transaction may name them without a lookup. The ids of series a
 // transaction added itself are not kept: it may yet roll back.
-type seriesCache struct{ ids sync.Map } // rollup.Key → int64
+type seriesCache struct {
+	ids  sync.Map // rollup.Key → int64
+	mu   sync.Mutex
+	byID map[int64]*seriesRow // see snapshot
+}
 
 // seriesTable is rollup_series' columns as ensureSeries inserts them (the
 // id is the engine's: a rowid on SQLite, an identity on PostgreSQL).
@@ -229,4 +234,101 @@ func toSeries(ctx context.Context, tx *sql.Tx, d dialect) error {
 		}
 	}
 	return backfillRollups(ctx, tx, d)
+}
+
+// seriesRow is one series as summaries read it: its key, and each of its
+// KeyColumns as text (the stream flag "true" or "false").
+type seriesRow struct {
+	key  rollup.Key
+	cols [9][]byte
+}
+
+// statusCol is the status' index in rollup.KeyColumns.
+var statusCol = slices.Index(rollup.KeyColumns, "status")
+
+// snapshot returns every series the read transaction tx sees, by id: the
+// ones the store read last if they are at least as many (series are only
+// ever added, never changed or deleted, so of two sets the larger holds
+// the smaller), else rollup_series read again. A summary reads the
+// rollups without joining it (see readRollups).
+func (c *seriesCache) snapshot(ctx context.Context, tx *sql.Tx) (map[int64]*seriesRow, error) {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM rollup_series`).Scan(&n); err != nil {
+		return nil, fmt.Errorf("rollup series: %w", err)
+	}
+	c.mu.Lock()
+	m := c.byID
+	c.mu.Unlock()
+	if m != nil && len(m) >= n {
+		return m, nil
+	}
+	m = make(map[int64]*seriesRow, n)
+	rows, err := tx.QueryContext(ctx, `SELECT id, `+seriesKeyList+` FROM rollup_series`)
+	if err != nil {
+		return nil, fmt.Errorf("rollup series: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var k rollup.Key
+		var stream any
+		if err := rows.Scan(&id, &k.API, &k.Route, &k.Model, &k.Group, &k.Channel, &k.Region, &k.Provider, &stream, &k.Status); err != nil {
+			return nil, fmt.Errorf("rollup series: %w", err)
+		}
+		switch v := stream.(type) {
+		case bool:
+			k.Stream = v
+		case int64:
+			k.Stream = v != 0
+		default:
+			return nil, fmt.Errorf("rollup series stream flag of type %T", stream)
+		}
+		r := &seriesRow{key: k}
+		for i, col := range rollup.KeyColumns {
+			r.cols[i] = []byte(k.Dim(col))
+		}
+		m[id] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("rollup series: %w", err)
+	}
+	c.mu.Lock()
+	if len(m) > len(c.byID) {
+		c.byID = m
+	}
+	c.mu.Unlock()
+	return m, nil
+}
+
+// seriesFilter returns the condition on rollups.series of the rows of f's
+// model, channel, group, status and stream ("" where f names none of
+// them): the ids of the series that match, which are integers of the
+// store's own and so written into the query as they are.
+func seriesFilter(series map[int64]*seriesRow, f *store.Filter) string {
+	if f.Model == "" && f.Channel == "" && f.Group == "" && f.Status == "" && f.Stream == nil {
+		return ""
+	}
+	var ids []int64
+	for id, r := range series {
+		k := &r.key
+		if f.Model != "" && k.Model != f.Model || f.Channel != "" && k.Channel != f.Channel || f.Group != "" && k.Group != f.Group ||
+			f.Status != "" && k.Status != f.Status || f.Stream != nil && k.Stream != *f.Stream {
+			continue
+		}
+		ids = append(ids, id)
+	}
+	if len(ids) == 0 {
+		return "1 = 0"
+	}
+	slices.Sort(ids)
+	var b strings.Builder
+	b.WriteString("series IN (")
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.FormatInt(id, 10))
+	}
+	b.WriteByte(')')
+	return b.String()
 }
