@@ -31,7 +31,11 @@ import (
 // (INSERT … ON CONFLICT DO NOTHING, then its id read back) and cached once
 // that transaction commits. A read that meets an id it does not know
 // reloads the names: in its own snapshot, every id a row refers to is
-// there, because a name commits with or before its first record.
+// there, because a name commits with or before its first record. A
+// summary from rows reloads them before it reads a row (it cannot stop
+// its rows to look one up), in its snapshot: a few dozen rows. Counting
+// them would not do: the cache may hold names newer than the snapshot and
+// lack one older.
 
 // nameColumns are the columns of requests and request_attempts kept as
 // ids in record_names.
@@ -66,12 +70,6 @@ func (c *nameCache) name(id int64) (string, bool) {
 	return n, ok
 }
 
-func (c *nameCache) size() int {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return len(c.ids)
-}
-
 func (c *nameCache) add(m map[string]int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -101,30 +99,6 @@ func (c *nameCache) load(ctx context.Context, q querier) error {
 	}
 	c.add(m)
 	return nil
-}
-
-// sync makes sure c knows every name of q's snapshot: it reloads them
-// when record_names holds more than c does.
-func (c *nameCache) sync(ctx context.Context, q querier) error {
-	rows, err := q.QueryContext(ctx, `SELECT COUNT(*) FROM record_names`)
-	if err != nil {
-		return fmt.Errorf("read names: %w", err)
-	}
-	var n int
-	if rows.Next() {
-		err = rows.Scan(&n)
-	}
-	if err2 := rows.Close(); err == nil {
-		err = err2
-	}
-	if err != nil {
-		return fmt.Errorf("read names: %w", err)
-	}
-	// c holds "" (id 0), which has no row.
-	if n+1 <= c.size() {
-		return nil
-	}
-	return c.load(ctx, q)
 }
 
 // byID is a copy of c's names by id, for a read of many rows to look up

@@ -580,7 +580,7 @@ func (s *sqlStore) nameLookup(ctx context.Context, q querier, b *builder) func(s
 			return id, ok
 		}
 		synced = true
-		if err := s.d.names.sync(ctx, q); err != nil {
+		if err := s.d.names.load(ctx, q); err != nil {
 			b.err = err
 			return 0, false
 		}

@@ -55,8 +55,8 @@ func (s *sqlStore) StatsFromRows(ctx context.Context, q *store.StatsQuery, acc *
 	defer tx.Rollback()
 
 	// Every name id the rows of this snapshot hold, known before they
-	// are read.
-	if err := s.d.names.sync(ctx, tx); err != nil {
+	// are read (see names.go).
+	if err := s.d.names.load(ctx, tx); err != nil {
 		return fmt.Errorf("stats: %w", err)
 	}
 	b := builder{scanTime: s.d.planTime && wideWindow(ctx, tx, &q.Filter)}
