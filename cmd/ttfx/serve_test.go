@@ -157,7 +157,10 @@ func post(t *testing.T, url, key, body string) (*http.Response, []byte) {
 
 func readRecord(t *testing.T, url, key, id string) record.Record {
 	t.Helper()
-	rec, err := (&api.Client{BaseURL: url, Key: key}).AwaitRequest(context.Background(), id, 10*time.Second)
+	// A wait for the record, not a measure: it returns once the record is
+	// readable. Through ClickHouse beside two loaded test suites an insert
+	// took over 10 s (loaded run 10, TestChannelStateAcrossReplicas).
+	rec, err := (&api.Client{BaseURL: url, Key: key}).AwaitRequest(context.Background(), id, time.Minute)
 	if err != nil {
 		t.Fatalf("record %s: %v", id, err)
 	}
