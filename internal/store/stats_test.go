@@ -297,7 +297,8 @@ func TestStatsRowBound(t *testing.T) {
 			!strings.Contains(err.Error(), "key_name") {
 			t.Errorf("60 records past a bound of 50: %v", err)
 		}
-		// Grouped and bucketed (rows read ordered by cell): refused alike,
+		// Grouped and bucketed (each cell's records counted first on
+		// SQLite and PostgreSQL): refused alike,
 		// and answered alike at 60.
 		grouped := store.StatsQuery{Filter: store.Filter{KeyName: "team-a-app"}, GroupBy: []string{"model"}, Bucket: 7 * time.Second}
 		if _, err := s.Stats(storetest.Ctx(t), grouped); !errors.Is(err, store.ErrBadQuery) || !strings.Contains(err.Error(), "more than 50 records match") {
@@ -654,8 +655,9 @@ func TestStatsRefusedBeforeSketches(t *testing.T) {
 				refused>>10, wholeAlloc>>10)
 		}
 		// From records (a bucket not a whole number of minutes), about as
-		// many cells: every engine reads them ordered by cell and seals
-		// each (rows grouped by cell cost the database a sort). Holding
+		// many cells: SQLite and PostgreSQL count each cell's records
+		// first, ClickHouse reads them ordered by cell, and each cell is
+		// sealed after its last record. Holding
 		// every cell's sketches to the end, SQLite and PostgreSQL
 		// allocated 52.9 MiB, ClickHouse 48.7.
 		rowsQ := store.StatsQuery{GroupBy: []string{"model"}, Bucket: 601 * time.Second, MaxValues: 2 * cells * fields}
