@@ -172,13 +172,13 @@ func durationsToNs(ctx context.Context, tx *sql.Tx, _ dialect) error {
 }
 
 func rebuildDurations(ctx context.Context, tx *sql.Tx, table string) error {
-	var ddl string
-	if err := tx.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?`, table).Scan(&ddl); err != nil {
+	ddl, err := tableDDL(ctx, tx, table)
+	if err != nil {
 		return err
 	}
-	head, body, ok := strings.Cut(ddl, "(")
-	if !ok || !strings.EqualFold(strings.Trim(strings.TrimSpace(strings.TrimPrefix(head, "CREATE TABLE")), `"`), table) {
-		return fmt.Errorf("unexpected definition %.60q", ddl)
+	body, err := tableBody(ddl, table)
+	if err != nil {
+		return err
 	}
 	body = msColumnDef.ReplaceAllStringFunc(body, func(m string) string {
 		g := msColumnDef.FindStringSubmatch(m)
@@ -191,17 +191,12 @@ func rebuildDurations(ctx context.Context, tx *sql.Tx, table string) error {
 	if err != nil {
 		return err
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT name FROM pragma_table_info(?) ORDER BY cid`, table)
+	cols, err := tableColumns(ctx, tx, table)
 	if err != nil {
 		return err
 	}
 	var from, to []string
-	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err != nil {
-			rows.Close()
-			return err
-		}
+	for _, c := range cols {
 		if nsColumns[c] {
 			from = append(from, "CAST(ROUND("+c+" * 1000000) AS INTEGER)")
 		} else {
@@ -209,41 +204,7 @@ func rebuildDurations(ctx context.Context, tx *sql.Tx, table string) error {
 		}
 		to = append(to, storedName(c))
 	}
-	if err := rows.Close(); err != nil {
-		return err
-	}
-	stmts := []string{
-		"CREATE TABLE " + table + "_ns (" + body,
-		"INSERT INTO " + table + "_ns (" + strings.Join(to, ", ") + ") SELECT " + strings.Join(from, ", ") + " FROM " + table,
-		"DROP TABLE " + table,
-		"ALTER TABLE " + table + "_ns RENAME TO " + table,
-	}
-	stmts = append(stmts, indexes...)
-	for _, s := range stmts {
-		if _, err := tx.ExecContext(ctx, s); err != nil {
-			return fmt.Errorf("%.80s: %w", s, err)
-		}
-	}
-	return nil
-}
-
-// tableIndexes are the definitions of table's own indexes (not the
-// automatic ones of its keys).
-func tableIndexes(ctx context.Context, tx *sql.Tx, table string) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL`, table)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+	return replaceTable(ctx, tx, table, body, to, from, indexes)
 }
 
 // msColumns is the attempts' columns cs as before 0042: each x_ns a

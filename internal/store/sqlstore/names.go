@@ -264,13 +264,13 @@ func namesToIds(ctx context.Context, tx *sql.Tx, _ dialect) error {
 }
 
 func rebuildNames(ctx context.Context, tx *sql.Tx, table string) error {
-	var ddl string
-	if err := tx.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?`, table).Scan(&ddl); err != nil {
+	ddl, err := tableDDL(ctx, tx, table)
+	if err != nil {
 		return err
 	}
-	head, body, ok := strings.Cut(ddl, "(")
-	if !ok || !strings.EqualFold(strings.Trim(strings.TrimSpace(strings.TrimPrefix(head, "CREATE TABLE")), `"`), table) {
-		return fmt.Errorf("unexpected definition %.60q", ddl)
+	body, err := tableBody(ddl, table)
+	if err != nil {
+		return err
 	}
 	body = nameColumnDef.ReplaceAllStringFunc(body, func(m string) string {
 		g := nameColumnDef.FindStringSubmatch(m)
@@ -287,38 +287,17 @@ func rebuildNames(ctx context.Context, tx *sql.Tx, table string) error {
 	if err != nil {
 		return err
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT name FROM pragma_table_info(?) ORDER BY cid`, table)
+	cols, err := tableColumns(ctx, tx, table)
 	if err != nil {
 		return err
 	}
-	var cols, from []string
-	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err != nil {
-			rows.Close()
-			return err
-		}
-		cols = append(cols, c)
+	var from []string
+	for _, c := range cols {
 		if nameColumns[table][c] {
 			from = append(from, "COALESCE((SELECT n.id FROM record_names n WHERE n.name = t."+c+"), 0)")
 		} else {
 			from = append(from, "t."+c)
 		}
 	}
-	if err := rows.Close(); err != nil {
-		return err
-	}
-	stmts := []string{
-		"CREATE TABLE " + table + "_ids (" + body,
-		"INSERT INTO " + table + "_ids (" + strings.Join(cols, ", ") + ") SELECT " + strings.Join(from, ", ") + " FROM " + table + " t",
-		"DROP TABLE " + table,
-		"ALTER TABLE " + table + "_ids RENAME TO " + table,
-	}
-	stmts = append(stmts, indexes...)
-	for _, s := range stmts {
-		if _, err := tx.ExecContext(ctx, s); err != nil {
-			return fmt.Errorf("%.80s: %w", s, err)
-		}
-	}
-	return nil
+	return replaceTable(ctx, tx, table, body, cols, from, indexes)
 }

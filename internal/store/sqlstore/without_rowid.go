@@ -62,8 +62,8 @@ func rebuildWithoutRowid(ctx context.Context, tx *sql.Tx, _ dialect) error {
 // it does nothing to a table that is one already. (Tests make the tables
 // of a store before migration 0034 with rowid true.)
 func rebuildTable(ctx context.Context, tx *sql.Tx, table string, rowid bool) error {
-	var ddl string
-	if err := tx.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?`, table).Scan(&ddl); err != nil {
+	ddl, err := tableDDL(ctx, tx, table)
+	if err != nil {
 		return err
 	}
 	ddl = strings.TrimSpace(ddl)
@@ -75,59 +75,20 @@ func rebuildTable(ctx context.Context, tx *sql.Tx, table string, rowid bool) err
 	if without {
 		ddl = strings.TrimSpace(ddl[:len(ddl)-len(suffix)])
 	}
-	head, body, ok := strings.Cut(ddl, "(")
-	if !ok || !strings.EqualFold(strings.Trim(strings.TrimSpace(strings.TrimPrefix(head, "CREATE TABLE")), `"`), table) {
-		return fmt.Errorf("unexpected definition %.60q", ddl)
-	}
-	var indexes []string
-	rows, err := tx.QueryContext(ctx, `SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL`, table)
+	body, err := tableBody(ddl, table)
 	if err != nil {
 		return err
 	}
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			rows.Close()
-			return err
-		}
-		indexes = append(indexes, s)
-	}
-	if err := rows.Close(); err != nil {
-		return err
-	}
-	var cols []string
-	rows, err = tx.QueryContext(ctx, `SELECT name FROM pragma_table_info(?) ORDER BY cid`, table)
+	indexes, err := tableIndexes(ctx, tx, table)
 	if err != nil {
 		return err
 	}
-	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err != nil {
-			rows.Close()
-			return err
-		}
-		cols = append(cols, c)
-	}
-	if err := rows.Close(); err != nil {
+	cols, err := tableColumns(ctx, tx, table)
+	if err != nil {
 		return err
 	}
-	list := strings.Join(cols, ", ")
 	if !rowid {
 		body += suffix
 	}
-	stmts := []string{
-		"CREATE TABLE " + table + "_rebuilt (" + body,
-		"INSERT INTO " + table + "_rebuilt (" + list + ") SELECT " + list + " FROM " + table,
-		"DROP TABLE " + table,
-		"ALTER TABLE " + table + "_rebuilt RENAME TO " + table,
-	}
-	// The table's own indexes went with it; their definitions name the
-	// table, which has its old name again.
-	stmts = append(stmts, indexes...)
-	for _, s := range stmts {
-		if _, err := tx.ExecContext(ctx, s); err != nil {
-			return fmt.Errorf("%.80s: %w", s, err)
-		}
-	}
-	return nil
+	return replaceTable(ctx, tx, table, body, cols, cols, indexes)
 }
